@@ -1,0 +1,225 @@
+//! Reading config files and layering them into one [`Profile`].
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::trust::{TrustStatus, TrustStore};
+use crate::{
+    ConfigError, ConfigFile, MountEntry, PROJECT_FILE_NAME, Profile, ProfileMount, SandboxSection,
+    XdgPaths,
+};
+
+/// Reads and parses one config file.
+pub fn parse_file(path: &Path) -> Result<ConfigFile, ConfigError> {
+    let bytes = read(path)?;
+    parse_bytes(&bytes, path)
+}
+
+/// Parses config text; `origin` is the file it came from, named in every error.
+pub fn parse_str(text: &str, origin: &Path) -> Result<ConfigFile, ConfigError> {
+    let file: ConfigFile = toml::from_str(text).map_err(|error| ConfigError::Parse {
+        path: origin.to_path_buf(),
+        error: Box::new(error),
+    })?;
+    file.validate(origin)?;
+    Ok(file)
+}
+
+/// Parses the exact bytes that were hashed, so the trusted content and the parsed content are one.
+pub(crate) fn parse_bytes(bytes: &[u8], origin: &Path) -> Result<ConfigFile, ConfigError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| ConfigError::NotUtf8 {
+        path: origin.to_path_buf(),
+    })?;
+    parse_str(text, origin)
+}
+
+/// Reads a file; `Ok(None)` when it does not exist.
+pub(crate) fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, ConfigError> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(ConfigError::Read {
+            path: path.to_path_buf(),
+            error,
+        }),
+    }
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, ConfigError> {
+    std::fs::read(path).map_err(|error| ConfigError::Read {
+        path: path.to_path_buf(),
+        error,
+    })
+}
+
+impl ConfigFile {
+    /// Checks what the TOML types alone cannot: `env_passthrough` names and mount paths.
+    /// [`parse_str`] calls this; call it yourself on a `ConfigFile` built in code.
+    pub fn validate(&self, origin: &Path) -> Result<(), ConfigError> {
+        for name in &self.sandbox.env_passthrough {
+            if let Some(reason) = env_name_problem(name) {
+                return Err(ConfigError::EnvName {
+                    path: origin.to_path_buf(),
+                    value: name.clone(),
+                    reason,
+                });
+            }
+        }
+        for MountEntry { path, .. } in &self.sandbox.mounts {
+            let reason = if path.is_empty() {
+                Some("it is empty")
+            } else if path.contains('\0') {
+                Some("it contains a NUL byte")
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                return Err(ConfigError::MountPath {
+                    path: origin.to_path_buf(),
+                    value: path.clone(),
+                    reason,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why `name` cannot be passed to `setenv`, if it cannot.
+fn env_name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("it is empty")
+    } else if name.contains('=') {
+        Some("it contains `=`")
+    } else if name.contains('\0') {
+        Some("it contains a NUL byte")
+    } else {
+        None
+    }
+}
+
+impl Profile {
+    /// Layers the defaults, then the global file, then the project file.
+    ///
+    /// Scalars: the later file wins when it sets the key. `env_passthrough`: the union, in order,
+    /// without duplicates. `mounts`: global then project, each tagged with its file; overlaps are
+    /// resolved by the sandbox spec builder, not here.
+    pub fn layer(
+        global: Option<(&Path, &ConfigFile)>,
+        project: Option<(&Path, &ConfigFile)>,
+    ) -> Profile {
+        let mut profile = Profile::default();
+        for (origin, file) in [global, project].into_iter().flatten() {
+            profile.apply(origin, &file.sandbox);
+        }
+        profile
+    }
+
+    fn apply(&mut self, origin: &Path, s: &SandboxSection) {
+        if let Some(network) = s.network {
+            self.network = network;
+        }
+        if let Some(hide) = s.hide_env_files {
+            self.hide_env_files = hide;
+        }
+        if let Some(nested) = s.nested_namespaces {
+            self.nested_namespaces = nested;
+        }
+        for name in &s.env_passthrough {
+            if !self.env_passthrough.contains(name) {
+                self.env_passthrough.push(name.clone());
+            }
+        }
+        self.mounts.extend(s.mounts.iter().map(|m| ProfileMount {
+            path: m.path.clone(),
+            mode: m.mode,
+            origin: origin.to_path_buf(),
+        }));
+    }
+}
+
+/// What happened to a project's `.airlock.toml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProjectFile {
+    /// The project has none.
+    Absent,
+    /// Pinned in the trust store at its current hash: loaded.
+    Trusted(PathBuf),
+    /// Not in the trust store: ignored.
+    Untrusted(PathBuf),
+    /// In the trust store with another hash: ignored until re-trusted.
+    Changed(PathBuf),
+}
+
+/// The resolved profile and which files it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedConfig {
+    pub profile: Profile,
+    /// The global file, if it exists.
+    pub global: Option<PathBuf>,
+    pub project: ProjectFile,
+}
+
+impl LoadedConfig {
+    /// One line per thing the user should know about, e.g. an ignored project file.
+    pub fn warnings(&self) -> Vec<String> {
+        match &self.project {
+            ProjectFile::Absent | ProjectFile::Trusted(_) => Vec::new(),
+            ProjectFile::Untrusted(path) => vec![format!(
+                "{} is not trusted and was ignored; review it, then run `airlock trust add {}`",
+                path.display(),
+                project_dir(path).display()
+            )],
+            ProjectFile::Changed(path) => vec![format!(
+                "{} changed since it was trusted and was ignored; review it, then run `airlock trust add {}` again",
+                path.display(),
+                project_dir(path).display()
+            )],
+        }
+    }
+}
+
+fn project_dir(file: &Path) -> &Path {
+    file.parent().unwrap_or(file)
+}
+
+/// Loads the global config (missing = defaults) and the project's `.airlock.toml`, the latter only
+/// when the trust store pins `project_root` to the file's current sha256. `project_root` is looked up
+/// in the trust store as given, so pass it canonicalised, as `airlock trust add` stores it.
+///
+/// The file is read once and that same buffer is hashed and parsed, so a file swapped between the
+/// check and the parse cannot slip through.
+pub fn load(paths: &XdgPaths, project_root: &Path) -> Result<LoadedConfig, ConfigError> {
+    let global_path = paths.config_file();
+    let global_cfg = match read_optional(&global_path)? {
+        Some(bytes) => Some(parse_bytes(&bytes, &global_path)?),
+        None => None,
+    };
+
+    let project_path = project_root.join(PROJECT_FILE_NAME);
+    let mut project_cfg = None;
+    let project = match read_optional(&project_path)? {
+        None => ProjectFile::Absent,
+        Some(bytes) => match TrustStore::load(&paths.trust_file())?.status(project_root, &bytes) {
+            TrustStatus::Trusted => {
+                project_cfg = Some(parse_bytes(&bytes, &project_path)?);
+                ProjectFile::Trusted(project_path.clone())
+            }
+            TrustStatus::Untrusted => ProjectFile::Untrusted(project_path.clone()),
+            TrustStatus::Changed => ProjectFile::Changed(project_path.clone()),
+        },
+    };
+
+    let profile = Profile::layer(
+        global_cfg.as_ref().map(|c| (global_path.as_path(), c)),
+        project_cfg.as_ref().map(|c| (project_path.as_path(), c)),
+    );
+    Ok(LoadedConfig {
+        profile,
+        global: global_cfg.map(|_| global_path),
+        project,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,245 @@
+//! Host facts: everything the spec builder needs to know about this machine, read once.
+//!
+//! This is the only I/O on the way to a [`SandboxSpec`](crate::SandboxSpec); the builder is pure, so
+//! tests hand it a [`HostFacts`] value describing a fixture host.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// What is at a host path (symlinks not followed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum PathKind {
+    Dir,
+    File,
+    /// A symlink: its text and the fully resolved path (None when it dangles).
+    Symlink {
+        link_to: PathBuf,
+        resolved: Option<PathBuf>,
+    },
+    Missing,
+    /// A socket, fifo or device.
+    Other,
+}
+
+/// A custom mount's host path after `~` expansion, where it resolves to, and what is there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MountSource {
+    pub path: PathBuf,
+    /// The path with every symlink resolved; None when it does not exist.
+    pub resolved: Option<PathBuf>,
+    /// What the resolved path is (never a symlink).
+    pub kind: PathKind,
+}
+
+/// The host as the spec builder sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostFacts {
+    /// The host home (canonical); the synthetic home is mounted here.
+    pub home: PathBuf,
+    pub user: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub hostname: String,
+    /// The host environment (only a few named variables are ever copied in).
+    pub env: BTreeMap<String, String>,
+    /// The working directory (canonical).
+    pub cwd: PathBuf,
+    /// The project root (canonical): `--project`, else the git toplevel of the cwd, else the cwd.
+    pub project: PathBuf,
+    /// Where per-project state roots live (`~/.local/share/airlock/sandboxes`).
+    pub sandboxes_dir: PathBuf,
+    /// System paths at the top of the root (`/usr`, `/bin`, `/lib64`, ...).
+    pub system: BTreeMap<PathBuf, PathKind>,
+    /// The `/etc` entries of [`ETC_ENTRIES`] and what they are.
+    pub etc: BTreeMap<PathBuf, PathKind>,
+    /// `.env` and `.env.*` regular files in the project (depth 3, pruned directories skipped).
+    pub env_files: Vec<PathBuf>,
+    /// The project's `.airlock.toml`, when it is a regular file.
+    pub project_config: Option<PathBuf>,
+    /// Each custom mount path as written in the config, with its `~`-expanded form and what is there.
+    pub mount_sources: BTreeMap<String, MountSource>,
+}
+
+/// Top-level system paths, bound read-only (or recreated as the symlinks they are on the host).
+pub const SYSTEM_PATHS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/nix",
+];
+
+/// The `/etc` entries a typical developer tool needs, and nothing secret (no shadow, no ssh host keys,
+/// no sudoers, no credentials).
+pub const ETC_ENTRIES: &[&str] = &[
+    "/etc/alternatives",
+    "/etc/bash.bashrc",
+    "/etc/ca-certificates",
+    "/etc/ca-certificates.conf",
+    "/etc/crypto-policies",
+    "/etc/default/locale",
+    "/etc/environment",
+    "/etc/gai.conf",
+    "/etc/group",
+    "/etc/host.conf",
+    "/etc/hostname",
+    "/etc/hosts",
+    "/etc/inputrc",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/locale.alias",
+    "/etc/locale.conf",
+    "/etc/localtime",
+    "/etc/magic",
+    "/etc/mime.types",
+    "/etc/nsswitch.conf",
+    "/etc/os-release",
+    "/etc/passwd",
+    "/etc/pki",
+    "/etc/profile",
+    "/etc/profile.d",
+    "/etc/protocols",
+    "/etc/resolv.conf",
+    "/etc/services",
+    "/etc/shells",
+    "/etc/ssl",
+    "/etc/terminfo",
+    "/etc/timezone",
+    "/etc/xdg",
+    "/etc/zsh",
+];
+
+/// Directories never searched for `.env` files.
+pub const ENV_SCAN_SKIP: &[&str] = &[".git", "node_modules", "target", ".venv", "vendor"];
+
+/// How deep below the project root `.env` files are looked for (the root itself is depth 1).
+pub const ENV_SCAN_DEPTH: usize = 3;
+
+/// What is at `path`, without following a final symlink.
+pub fn path_kind(path: &Path) -> PathKind {
+    match fs::symlink_metadata(path) {
+        Err(_) => PathKind::Missing,
+        Ok(meta) if meta.file_type().is_symlink() => PathKind::Symlink {
+            link_to: fs::read_link(path).unwrap_or_default(),
+            resolved: fs::canonicalize(path).ok(),
+        },
+        Ok(meta) if meta.is_dir() => PathKind::Dir,
+        Ok(meta) if meta.is_file() => PathKind::File,
+        Ok(_) => PathKind::Other,
+    }
+}
+
+/// The project root for `cwd`: the nearest ancestor holding `.git`, unless that is `/` or `home`
+/// (a dotfiles repository in the home must not turn the whole home into the project).
+pub fn project_root(cwd: &Path, home: &Path) -> PathBuf {
+    for dir in cwd.ancestors() {
+        if dir.join(".git").symlink_metadata().is_ok() {
+            if dir == Path::new("/") || dir == home {
+                break;
+            }
+            return dir.to_owned();
+        }
+    }
+    cwd.to_owned()
+}
+
+/// `.env` and `.env.*` regular files under `project`, sorted, symlinks ignored.
+pub fn find_env_files(project: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    scan(project, 1, &mut found);
+    found.sort();
+    found
+}
+
+fn scan(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if kind.is_file() && (name == ".env" || name.starts_with(".env.")) {
+            found.push(entry.path());
+        } else if kind.is_dir() && depth < ENV_SCAN_DEPTH && !ENV_SCAN_SKIP.contains(&name.as_ref())
+        {
+            scan(&entry.path(), depth + 1, found);
+        }
+    }
+}
+
+/// The user name of `uid` from `/etc/passwd`, else `$USER`, else the number.
+pub fn user_name(uid: u32, env: &BTreeMap<String, String>) -> String {
+    let from_passwd = fs::read_to_string("/etc/passwd").ok().and_then(|text| {
+        text.lines().find_map(|line| {
+            let mut fields = line.split(':');
+            let name = fields.next()?;
+            let id: u32 = fields.nth(1)?.parse().ok()?;
+            (id == uid).then(|| name.to_owned())
+        })
+    });
+    from_passwd
+        .or_else(|| env.get("USER").cloned())
+        .unwrap_or_else(|| uid.to_string())
+}
+
+impl HostFacts {
+    /// Reads the facts for a launch in `project` (already located) with the resolved `profile`.
+    pub fn gather(
+        paths: &airlock_config::XdgPaths,
+        cwd: &Path,
+        project: &Path,
+        profile: &airlock_config::Profile,
+    ) -> HostFacts {
+        let env: BTreeMap<String, String> = std::env::vars().collect();
+        let uid = nix::unistd::getuid().as_raw();
+        let gid = nix::unistd::getgid().as_raw();
+        let home = fs::canonicalize(&paths.home).unwrap_or_else(|_| paths.home.clone());
+        let kinds = |paths: &[&str]| {
+            paths
+                .iter()
+                .map(|p| (PathBuf::from(p), path_kind(Path::new(p))))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let mount_sources = profile
+            .mounts
+            .iter()
+            .map(|m| {
+                let path = paths.expand_tilde(&m.path);
+                let resolved = fs::canonicalize(&path).ok();
+                let kind = resolved.as_deref().map_or(PathKind::Missing, path_kind);
+                (
+                    m.path.clone(),
+                    MountSource {
+                        path,
+                        resolved,
+                        kind,
+                    },
+                )
+            })
+            .collect();
+        let config = project.join(".airlock.toml");
+        HostFacts {
+            user: user_name(uid, &env),
+            uid,
+            gid,
+            hostname: nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .unwrap_or_else(|| "airlock".into()),
+            env,
+            cwd: cwd.to_owned(),
+            project: project.to_owned(),
+            sandboxes_dir: paths.sandboxes_dir(),
+            system: kinds(SYSTEM_PATHS),
+            etc: kinds(ETC_ENTRIES),
+            env_files: find_env_files(project),
+            project_config: (path_kind(&config) == PathKind::File).then_some(config),
+            mount_sources,
+            home,
+        }
+    }
+}

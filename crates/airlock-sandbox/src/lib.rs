@@ -1,0 +1,17 @@
+//! airlock's sandbox.
+//!
+//! Owns the [`SandboxSpec`] (the one contract between what is sandboxed and how), the pure builder that
+//! turns a config [`Profile`](airlock_config::Profile) and [`HostFacts`] into a spec, the native Linux
+//! backend that launches a spec, the supervisor that waits for it, and the per-project state roots with
+//! their session locks. It does not know which tools exist or how the network gates work.
+
+pub mod builder;
+pub mod doctor;
+pub mod host;
+pub mod native;
+pub mod spec;
+pub mod state;
+
+pub use builder::{RunRequest, SpecError, build};
+pub use host::HostFacts;
+pub use spec::*;

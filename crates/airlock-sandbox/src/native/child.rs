@@ -1,0 +1,259 @@
+//! Steps 3 to 5 of a launch, inside the new namespaces: the sandbox's init (PID 1) and its workload.
+//!
+//! The parent was single-threaded when it cloned us, so allocating here is safe. Every failure is sent
+//! to the parent as one `E` message on the launch socket before exiting; the parent prints it.
+
+use std::ffi::CString;
+use std::io::IoSlice;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid, fork};
+
+use super::{caps, landlock, net, rootfs, seccomp};
+use crate::spec::{MountOp, SandboxSpec};
+
+/// Exit code of a workload whose sandbox could not be set up.
+pub const SETUP_FAILED: i32 = 125;
+
+/// Everything the child needs, prepared by the parent before the clone so errors surface early.
+pub struct ChildPlan {
+    pub mounts: Vec<MountOp>,
+    pub hostname: String,
+    pub network_none: bool,
+    pub cwd: CString,
+    pub argv: Vec<CString>,
+    pub env: Vec<CString>,
+    pub path: Vec<CString>,
+    pub writable: Vec<PathBuf>,
+    pub seccomp: seccomp::SeccompProgram,
+    pub last_cap: u32,
+}
+
+impl ChildPlan {
+    pub fn new(spec: &SandboxSpec) -> Result<ChildPlan, String> {
+        let c = |s: &str, what: &str| {
+            CString::new(s).map_err(|_| format!("{what} contains a NUL byte: {s:?}"))
+        };
+        let argv = spec
+            .argv
+            .iter()
+            .map(|a| c(a, "an argument"))
+            .collect::<Result<Vec<_>, _>>()?;
+        if argv.is_empty() {
+            return Err("no command to run".into());
+        }
+        let env = spec
+            .env
+            .iter()
+            .map(|(k, v)| c(&format!("{k}={v}"), "an environment variable"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let path = spec
+            .env
+            .get("PATH")
+            .map(String::as_str)
+            .unwrap_or("/usr/local/bin:/usr/bin:/bin")
+            .split(':')
+            .filter(|d| !d.is_empty())
+            .map(|d| c(d, "PATH"))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ChildPlan {
+            mounts: spec.mounts.clone(),
+            hostname: spec.hostname.clone(),
+            network_none: spec.network == airlock_config::NetworkMode::None,
+            cwd: c(&spec.cwd.to_string_lossy(), "the working directory")?,
+            argv,
+            env,
+            path,
+            writable: spec.writable.clone(),
+            seccomp: seccomp::build(spec.seccomp),
+            last_cap: caps::last_cap(),
+        })
+    }
+}
+
+/// Sends one message to the parent; losing it only loses detail, the exit code still tells.
+pub fn send(sock: RawFd, kind: u8, body: &[u8]) {
+    let head = [kind];
+    let iov = [IoSlice::new(&head), IoSlice::new(body)];
+    let _ =
+        nix::sys::socket::sendmsg::<()>(sock, &iov, &[], nix::sys::socket::MsgFlags::empty(), None);
+}
+
+fn die(sock: RawFd, message: &str) -> ! {
+    send(sock, b'E', message.as_bytes());
+    // SAFETY: _exit is always safe; it skips destructors we must not run twice after fork.
+    unsafe { libc::_exit(SETUP_FAILED) }
+}
+
+/// The child's entry point: wait for the id maps, build the root, then act as init.
+pub fn main(plan: &ChildPlan, sock: OwnedFd) -> ! {
+    let fd = sock.as_raw_fd();
+    // Set before waiting for the go byte: if the parent is already gone the read below sees EOF,
+    // and if it dies any time later the kernel kills us. No window either way.
+    // SAFETY: prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } < 0 {
+        die(fd, "cannot set the parent-death signal");
+    }
+    let mut go = [0u8; 1];
+    match nix::unistd::read(fd, &mut go) {
+        Ok(1) if go[0] == b'G' => {}
+        // SAFETY: as in die().
+        _ => unsafe { libc::_exit(SETUP_FAILED) },
+    }
+    if let Err(e) = rootfs::build(&plan.mounts, &plan.hostname) {
+        die(fd, &e.to_string());
+    }
+    if plan.network_none
+        && let Err(e) = net::loopback_up()
+    {
+        die(fd, &format!("cannot bring up the loopback interface: {e}"));
+    }
+    init(plan, fd)
+}
+
+const FORWARDED: [Signal; 4] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+];
+
+/// PID 1: start the workload, reap every child, forward signals, report the workload's end.
+fn init(plan: &ChildPlan, sock: RawFd) -> ! {
+    let mut mask = SigSet::empty();
+    for s in FORWARDED {
+        mask.add(s);
+    }
+    mask.add(Signal::SIGCHLD);
+    // The parent blocked these before the clone, so none is lost before the signalfd exists.
+    let sfd = match SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC) {
+        Ok(sfd) => sfd,
+        Err(e) => die(sock, &format!("cannot create a signalfd: {e}")),
+    };
+    // SAFETY: init is single-threaded; the child only runs the workload setup and execve.
+    let workload = match unsafe { fork() } {
+        Ok(ForkResult::Child) => {
+            drop(sfd);
+            workload(plan, sock)
+        }
+        Ok(ForkResult::Parent { child }) => child,
+        Err(e) => die(sock, &format!("cannot start the workload: {e}")),
+    };
+    loop {
+        let info = match sfd.read_signal() {
+            Ok(Some(info)) => info,
+            Ok(None) => continue,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => die(sock, &format!("cannot read signals: {e}")),
+        };
+        let signo = info.ssi_signo as i32;
+        if signo == libc::SIGCHLD {
+            reap(workload, sock);
+        } else if info.ssi_code != libc::SI_KERNEL {
+            // A signal generated by the terminal already reached the workload (same process group);
+            // only signals someone sent on purpose are passed on, so none arrives twice.
+            // SAFETY: plain kill(2).
+            unsafe { libc::kill(workload.as_raw(), signo) };
+        }
+    }
+}
+
+fn reap(workload: Pid, sock: RawFd) {
+    loop {
+        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == workload => {
+                send(sock, b'X', &code.to_le_bytes());
+                // SAFETY: as in die(); leaving init tears down the pid namespace.
+                unsafe { libc::_exit(0) }
+            }
+            Ok(WaitStatus::Signaled(pid, signal, _)) if pid == workload => {
+                send(sock, b'S', &(signal as i32).to_le_bytes());
+                // SAFETY: as above.
+                unsafe { libc::_exit(0) }
+            }
+            Ok(WaitStatus::StillAlive) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Step 5: the workload's last moments before `execve`, in the order NATIVE-BACKEND.md fixes.
+fn workload(plan: &ChildPlan, sock: RawFd) -> ! {
+    let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+    // Rust ignores SIGPIPE in its runtime; a shell pipeline expects the default.
+    // SAFETY: resetting dispositions to their default is always sound.
+    unsafe {
+        for sig in 1..32 {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+    }
+    // SAFETY: a valid C string.
+    if unsafe { libc::chdir(plan.cwd.as_ptr()) } < 0 {
+        let e = std::io::Error::last_os_error();
+        die(
+            sock,
+            &format!("cannot enter the working directory {:?}: {e}", plan.cwd),
+        );
+    }
+    // SAFETY: prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } < 0 {
+        die(sock, "cannot set no_new_privs");
+    }
+    if let Err(e) = caps::drop_all(plan.last_cap) {
+        die(sock, &format!("cannot drop capabilities: {e}"));
+    }
+    if let Err(e) = landlock::restrict_writes(&plan.writable) {
+        die(sock, &format!("cannot apply the Landlock write rules: {e}"));
+    }
+    if let Err(e) = plan.seccomp.install() {
+        die(sock, &format!("cannot install the seccomp filter: {e}"));
+    }
+    exec(plan)
+}
+
+/// `execvpe` over the sandbox's PATH (glibc's would search the parent's).
+fn exec(plan: &ChildPlan) -> ! {
+    let mut argv: Vec<*const libc::c_char> = plan.argv.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let mut envp: Vec<*const libc::c_char> = plan.env.iter().map(|e| e.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    let name = plan.argv[0].as_bytes();
+    let mut denied = false;
+    let candidates: Vec<CString> = if name.contains(&b'/') {
+        vec![plan.argv[0].clone()]
+    } else {
+        plan.path
+            .iter()
+            .filter_map(|dir| {
+                let mut full = dir.as_bytes().to_vec();
+                full.push(b'/');
+                full.extend_from_slice(name);
+                CString::new(full).ok()
+            })
+            .collect()
+    };
+    for candidate in &candidates {
+        // SAFETY: null-terminated arrays of valid C strings.
+        unsafe { libc::execve(candidate.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+        match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::EACCES) | Some(libc::EPERM) => denied = true,
+            Some(libc::ENOENT) | Some(libc::ENOTDIR) => {}
+            _ => denied = true,
+        }
+    }
+    let shown = String::from_utf8_lossy(name);
+    if denied {
+        eprintln!("airlock: cannot execute {shown} in the sandbox: permission denied");
+        // SAFETY: as in die().
+        unsafe { libc::_exit(126) }
+    }
+    eprintln!("airlock: command not found in the sandbox: {shown}");
+    // SAFETY: as in die().
+    unsafe { libc::_exit(127) }
+}

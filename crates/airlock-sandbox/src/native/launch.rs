@@ -1,0 +1,249 @@
+//! Steps 1, 2 and 6 of a launch, in the parent: clone, write the id maps, then supervise.
+
+use std::fs;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+
+use super::child::{self, ChildPlan};
+use super::sys::{self, Cloned};
+use crate::spec::SandboxSpec;
+
+/// How the workload ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Exited(i32),
+    Signaled(i32),
+}
+
+/// Why a launch failed before the workload could run.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error(
+        "user namespaces are not available ({0}); enable them (sysctl user.max_user_namespaces=15000, \
+         and kernel.unprivileged_userns_clone=1 or kernel.apparmor_restrict_unprivileged_userns=0 where \
+         those exist), then check with `airlock doctor`"
+    )]
+    NoUserNamespaces(io::Error),
+    #[error("{0}")]
+    Plan(String),
+    #[error("cannot start the sandbox: {0}")]
+    Start(io::Error),
+    #[error("cannot write the sandbox's {file}: {source}")]
+    IdMap {
+        file: &'static str,
+        source: io::Error,
+    },
+    #[error("sandbox setup failed: {0}")]
+    Setup(String),
+    #[error("the sandbox's init ended without reporting the workload's status")]
+    Lost,
+}
+
+const FORWARDED: [Signal; 4] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+];
+
+/// Launches `spec` with the native backend and waits for its workload.
+///
+/// Must be called while the process is single-threaded (the child allocates after the clone).
+pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
+    let plan = ChildPlan::new(spec).map_err(LaunchError::Plan)?;
+    let (parent_end, child_end) = socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(|e| LaunchError::Start(e.into()))?;
+
+    let mut blocked = SigSet::empty();
+    for s in FORWARDED {
+        blocked.add(s);
+    }
+    blocked.add(Signal::SIGCHLD);
+    let mut previous = SigSet::empty();
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&blocked), Some(&mut previous))
+        .map_err(|e| LaunchError::Start(e.into()))?;
+    let result = clone_and_wait(spec, &plan, parent_end, child_end, &blocked);
+    let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&previous), None);
+    result
+}
+
+fn namespaces(spec: &SandboxSpec) -> libc::c_int {
+    let mut flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS;
+    if spec.network == airlock_config::NetworkMode::None {
+        flags |= libc::CLONE_NEWNET;
+    }
+    flags
+}
+
+fn clone_and_wait(
+    spec: &SandboxSpec,
+    plan: &ChildPlan,
+    parent_end: OwnedFd,
+    child_end: OwnedFd,
+    blocked: &SigSet,
+) -> Result<Outcome, LaunchError> {
+    // SAFETY: the caller guarantees a single-threaded process; the child never returns.
+    let cloned = unsafe { sys::clone_process(namespaces(spec)) };
+    let (pid, pidfd) = match cloned {
+        Ok(Cloned::Child) => {
+            drop(parent_end);
+            child::main(plan, child_end)
+        }
+        Ok(Cloned::Parent { pid, pidfd }) => (pid, pidfd),
+        Err(e) => {
+            return Err(match e.raw_os_error() {
+                Some(libc::EPERM) | Some(libc::EINVAL) | Some(libc::ENOSPC)
+                | Some(libc::EUSERS) => LaunchError::NoUserNamespaces(e),
+                _ => LaunchError::Start(e),
+            });
+        }
+    };
+    drop(child_end);
+    if let Err(e) = write_id_maps(pid, spec.uid, spec.gid) {
+        let _ = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
+        wait_pidfd(&pidfd);
+        return Err(e);
+    }
+    nix::unistd::write(&parent_end, b"G").map_err(|e| LaunchError::Start(e.into()))?;
+    supervise(&pidfd, &parent_end, blocked)
+}
+
+/// Step 2: `setgroups` = deny first (required before gid_map for an unprivileged caller), then the
+/// caller's own uid and gid mapped to themselves.
+fn write_id_maps(pid: libc::pid_t, uid: u32, gid: u32) -> Result<(), LaunchError> {
+    let proc = format!("/proc/{pid}");
+    let write = |file: &'static str, text: String| {
+        fs::write(format!("{proc}/{file}"), text)
+            .map_err(|source| LaunchError::IdMap { file, source })
+    };
+    write("setgroups", "deny".into())?;
+    write("uid_map", format!("{uid} {uid} 1\n"))?;
+    write("gid_map", format!("{gid} {gid} 1\n"))?;
+    Ok(())
+}
+
+/// Step 6: forward signals, collect the workload's status, wait for init.
+fn supervise(pidfd: &OwnedFd, sock: &OwnedFd, blocked: &SigSet) -> Result<Outcome, LaunchError> {
+    let mut forwarded = SigSet::empty();
+    for s in FORWARDED {
+        forwarded.add(s);
+    }
+    let _ = blocked;
+    let sfd = SignalFd::with_flags(&forwarded, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(|e| LaunchError::Start(e.into()))?;
+    let mut report = Report::default();
+    let mut sock_open = true;
+    loop {
+        let mut fds = vec![
+            PollFd::new(pidfd.as_fd(), PollFlags::POLLIN),
+            PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
+        ];
+        if sock_open {
+            fds.push(PollFd::new(sock.as_fd(), PollFlags::POLLIN));
+        }
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(LaunchError::Start(e.into())),
+        }
+        let ready = |i: usize| {
+            fds.get(i)
+                .and_then(|f| f.revents())
+                .is_some_and(|r| !r.is_empty())
+        };
+        let (init_done, signal_ready, sock_ready) = (ready(0), ready(1), ready(2));
+        if sock_ready {
+            sock_open = report.read(sock);
+        }
+        if signal_ready {
+            while let Ok(Some(info)) = sfd.read_signal() {
+                // The terminal already delivered its own signals to the whole process group.
+                if info.ssi_code != libc::SI_KERNEL {
+                    let _ = sys::pidfd_send_signal(pidfd.as_fd(), info.ssi_signo as i32);
+                }
+            }
+        }
+        if init_done {
+            wait_pidfd(pidfd);
+            while report.read(sock) {}
+            break;
+        }
+    }
+    report.outcome()
+}
+
+/// What the sandbox reported on the launch socket.
+#[derive(Default)]
+struct Report {
+    error: Option<String>,
+    outcome: Option<Outcome>,
+}
+
+impl Report {
+    /// Reads one message; false once the socket has nothing more to give.
+    fn read(&mut self, sock: &OwnedFd) -> bool {
+        let mut buf = [0u8; 8192];
+        let n = match nix::sys::socket::recv(
+            sock.as_raw_fd(),
+            &mut buf,
+            nix::sys::socket::MsgFlags::MSG_DONTWAIT,
+        ) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => n,
+        };
+        let code = |b: &[u8]| {
+            b.get(..4)
+                .and_then(|b| b.try_into().ok())
+                .map(i32::from_le_bytes)
+        };
+        match buf[0] {
+            b'E' if self.error.is_none() => {
+                self.error = Some(String::from_utf8_lossy(&buf[1..n]).into_owned())
+            }
+            b'X' => self.outcome = code(&buf[1..n]).map(Outcome::Exited),
+            b'S' => self.outcome = code(&buf[1..n]).map(Outcome::Signaled),
+            _ => {}
+        }
+        true
+    }
+
+    fn outcome(self) -> Result<Outcome, LaunchError> {
+        match (self.error, self.outcome) {
+            (Some(error), _) => Err(LaunchError::Setup(error)),
+            (None, Some(outcome)) => Ok(outcome),
+            (None, None) => Err(LaunchError::Lost),
+        }
+    }
+}
+
+fn wait_pidfd(pidfd: &OwnedFd) {
+    // SAFETY: siginfo is plain data; waitid with P_PIDFD reaps exactly this child.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    loop {
+        let ret = unsafe {
+            libc::waitid(
+                libc::P_PIDFD,
+                pidfd.as_raw_fd() as libc::id_t,
+                &mut info,
+                libc::WEXITED,
+            )
+        };
+        if ret == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return;
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! The native Linux backend: namespaces, a root built on tmpfs, pivot_root, Landlock, seccomp.
+//!
+//! The order of a launch is fixed in `shared/design/NATIVE-BACKEND.md`; each step lives in one module:
+//! `launch` (parent: clone, id maps, supervision), `child` (init and the workload's last steps),
+//! `rootfs` (mounts and pivot_root), `net`, `caps`, `landlock`, `seccomp`, and `sys` (raw calls).
+
+pub mod caps;
+mod child;
+pub mod landlock;
+mod launch;
+mod net;
+mod rootfs;
+pub mod seccomp;
+mod sys;
+
+pub use child::SETUP_FAILED;
+pub use launch::{LaunchError, Outcome, run};

@@ -1,0 +1,213 @@
+//! Thin wrappers over the system calls the launch needs that nix does not cover: the new mount API
+//! (open_tree, move_mount, mount_setattr, fsopen/fsconfig/fsmount), openat2, pivot_root, clone with a
+//! pidfd. Each returns `io::Result` and never allocates, so they are safe between fork and exec.
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+// Stable kernel ABI values (include/uapi/linux/mount.h, openat2.h), spelled out because not every libc
+// release exports them for every target.
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x04;
+const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
+pub const MOUNT_ATTR_RDONLY: u64 = 0x01;
+const FSCONFIG_SET_STRING: libc::c_uint = 1;
+const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+const FSOPEN_CLOEXEC: libc::c_uint = 1;
+const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+pub const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+pub const RESOLVE_BENEATH: u64 = 0x08;
+pub const RESOLVE_IN_ROOT: u64 = 0x10;
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn owned(ret: libc::c_long) -> io::Result<OwnedFd> {
+    let fd = check(ret)? as RawFd;
+    // SAFETY: the kernel just returned this descriptor to us and nobody else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `openat2(dirfd, path, flags, resolve)`.
+pub fn openat2(dir: BorrowedFd<'_>, path: &CStr, flags: i32, resolve: u64) -> io::Result<OwnedFd> {
+    let how = OpenHow {
+        flags: (flags | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve,
+    };
+    // SAFETY: pointers are valid for the call; the size matches the struct we pass.
+    owned(unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    })
+}
+
+/// A detached copy of the mount tree at `fd` (recursive when `recursive`).
+pub fn clone_tree(fd: BorrowedFd<'_>, recursive: bool) -> io::Result<OwnedFd> {
+    let mut flags =
+        OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_EMPTY_PATH as libc::c_uint;
+    if recursive {
+        flags |= libc::AT_RECURSIVE as libc::c_uint;
+    }
+    // SAFETY: an empty C string with AT_EMPTY_PATH operates on the fd itself.
+    owned(unsafe { libc::syscall(libc::SYS_open_tree, fd.as_raw_fd(), c"".as_ptr(), flags) })
+}
+
+/// Sets (and clears) mount attributes on the detached or attached tree at `fd`.
+pub fn set_attr(fd: BorrowedFd<'_>, set: u64, clear: u64, recursive: bool) -> io::Result<()> {
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: clear,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let mut flags = libc::AT_EMPTY_PATH as libc::c_uint;
+    if recursive {
+        flags |= libc::AT_RECURSIVE as libc::c_uint;
+    }
+    // SAFETY: valid pointers for the duration of the call.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })
+    .map(drop)
+}
+
+/// Attaches the detached tree `from` on top of the file or directory `to` (both fds).
+pub fn move_mount(from: BorrowedFd<'_>, to: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: empty paths with the *_EMPTY_PATH flags operate on the fds.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            from.as_raw_fd(),
+            c"".as_ptr(),
+            to.as_raw_fd(),
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    })
+    .map(drop)
+}
+
+pub const MOUNT_ATTR_NOSUID: u64 = 0x02;
+pub const MOUNT_ATTR_NODEV: u64 = 0x04;
+pub const MOUNT_ATTR_NOEXEC: u64 = 0x08;
+
+/// A new, detached filesystem instance (`fsopen` + string options + `fsmount` with `attrs`).
+pub fn new_fs(fstype: &CStr, options: &[(&CStr, &CStr)], attrs: u64) -> io::Result<OwnedFd> {
+    // SAFETY: valid C strings for the duration of each call.
+    let ctx = owned(unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) })?;
+    for (key, value) in options {
+        check(unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                ctx.as_raw_fd(),
+                FSCONFIG_SET_STRING,
+                key.as_ptr(),
+                value.as_ptr(),
+                0,
+            )
+        })?;
+    }
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            ctx.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_char>(),
+            0,
+        )
+    })?;
+    owned(unsafe { libc::syscall(libc::SYS_fsmount, ctx.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) })
+}
+
+/// `pivot_root(new_root, put_old)`.
+pub fn pivot_root(new_root: &CStr, put_old: &CStr) -> io::Result<()> {
+    // SAFETY: valid C strings.
+    check(unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) })
+        .map(drop)
+}
+
+/// Sends `signal` through a pidfd (no pid-reuse race).
+pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, signal: i32) -> io::Result<()> {
+    // SAFETY: a null siginfo asks the kernel to fill in the usual kill() information.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            signal,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    })
+    .map(drop)
+}
+
+/// The result of [`clone_process`] in each process.
+pub enum Cloned {
+    Parent { pid: libc::pid_t, pidfd: OwnedFd },
+    Child,
+}
+
+/// fork-like `clone(2)` with extra namespace flags, returning a pidfd to the parent.
+///
+/// # Safety
+/// The caller must be single-threaded, or the child must only make async-signal-safe calls.
+pub unsafe fn clone_process(namespaces: libc::c_int) -> io::Result<Cloned> {
+    let mut pidfd: libc::c_int = -1;
+    let flags = (namespaces | libc::CLONE_PIDFD | libc::SIGCHLD) as libc::c_ulong;
+    // x86_64: clone(flags, stack, parent_tid, child_tid, tls); aarch64: clone(flags, stack, parent_tid,
+    // tls, child_tid). The pidfd goes to parent_tid on both; a null stack means fork semantics.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            flags,
+            std::ptr::null_mut::<libc::c_void>(),
+            &mut pidfd as *mut libc::c_int,
+            std::ptr::null_mut::<libc::c_void>(),
+            0usize,
+        )
+    };
+    let pid = check(ret)? as libc::pid_t;
+    if pid == 0 {
+        return Ok(Cloned::Child);
+    }
+    // SAFETY: CLONE_PIDFD stored a fresh descriptor that we now own.
+    Ok(Cloned::Parent {
+        pid,
+        pidfd: unsafe { OwnedFd::from_raw_fd(pidfd) },
+    })
+}

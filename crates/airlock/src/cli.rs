@@ -1,0 +1,102 @@
+//! The command line: every subcommand, flag and its help text.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::commands::{doctor::DoctorArgs, sandboxes::ListArgs, sandboxes::PruneArgs};
+
+/// Run AI coding agents and dev tools with full autonomy in a sandbox that keeps your secrets and
+/// your machine out of reach. `airlock CMD...` is short for `airlock run -- CMD...`.
+#[derive(Debug, Parser)]
+#[command(name = "airlock", version, allow_external_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a command (default: your $SHELL) in this project's sandbox
+    Run(RunArgs),
+    /// List or prune per-project sandboxes
+    #[command(subcommand)]
+    Sandboxes(SandboxesCommand),
+    /// Trust a project's .airlock.toml so that it is loaded
+    #[command(subcommand)]
+    Trust(TrustCommand),
+    /// Show, locate or create the configuration
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Check what this machine supports
+    Doctor(DoctorArgs),
+    #[command(external_subcommand)]
+    External(Vec<String>),
+}
+
+#[derive(Debug, Args, Default)]
+pub struct RunArgs {
+    /// Network access: host (share the host's network) or none (loopback only)
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub network: Option<NetworkArg>,
+    /// Remove this project's sandbox state when the command ends (kept if another session uses it)
+    #[arg(long)]
+    pub rm: bool,
+    /// Print the sandbox spec as JSON and exit without running anything
+    #[arg(long)]
+    pub print_spec: bool,
+    /// The project directory (default: the git toplevel of the current directory, else the directory)
+    #[arg(long, value_name = "DIR")]
+    pub project: Option<PathBuf>,
+    /// Say what airlock does on stderr
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// The command and its arguments
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum NetworkArg {
+    Host,
+    None,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SandboxesCommand {
+    /// List sandboxes with their project, size, last use and live sessions
+    List(ListArgs),
+    /// Remove sandboxes that match a filter (never one in use)
+    Prune(PruneArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TrustCommand {
+    /// Trust DIR/.airlock.toml as it is now (default: the current project)
+    Add { dir: Option<PathBuf> },
+    /// List trusted projects and whether their file changed since
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop trusting DIR/.airlock.toml (default: the current project)
+    Remove { dir: Option<PathBuf> },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the effective configuration for the current project
+    Show,
+    /// Print where the config files are and whether the project file is trusted
+    Path,
+    /// Write a commented default config to ~/.config/airlock/config.toml
+    Init {
+        /// Overwrite an existing file
+        #[arg(long)]
+        force: bool,
+    },
+}

@@ -1,0 +1,108 @@
+//! `airlock config show|path|init`, and the config row of `airlock doctor`.
+
+use std::path::PathBuf;
+
+use airlock_config::{LoadedConfig, ProjectFile, XdgPaths};
+use anyhow::{Context, bail};
+
+use airlock_sandbox::doctor::{Check, Status};
+
+use crate::cli::ConfigCommand;
+
+pub fn run(command: ConfigCommand) -> anyhow::Result<i32> {
+    let paths = XdgPaths::from_env()?;
+    match command {
+        ConfigCommand::Show => {
+            let (project, loaded) = load_for_cwd(&paths)?;
+            println!("# project: {}", project.display());
+            for line in sources(&paths, &loaded) {
+                println!("# {line}");
+            }
+            print!("{}", airlock_config::render_profile(&loaded.profile));
+        }
+        ConfigCommand::Path => {
+            let (_, loaded) = load_for_cwd(&paths)?;
+            for line in sources(&paths, &loaded) {
+                println!("{line}");
+            }
+            println!("trust store: {}", paths.trust_file().display());
+        }
+        ConfigCommand::Init { force } => {
+            let file = paths.config_file();
+            if file.exists() && !force {
+                bail!(
+                    "{} already exists; edit it, or pass --force to overwrite it",
+                    file.display()
+                );
+            }
+            if let Some(dir) = file.parent() {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("cannot create {}", dir.display()))?;
+            }
+            std::fs::write(&file, airlock_config::init_template())
+                .with_context(|| format!("cannot write {}", file.display()))?;
+            println!("wrote {}", file.display());
+        }
+    }
+    Ok(0)
+}
+
+fn load_for_cwd(paths: &XdgPaths) -> anyhow::Result<(PathBuf, LoadedConfig)> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+    let home = std::fs::canonicalize(&paths.home).unwrap_or_else(|_| paths.home.clone());
+    let project = airlock_sandbox::host::project_root(&cwd, &home);
+    let loaded = airlock_config::load(paths, &project)?;
+    Ok((project, loaded))
+}
+
+fn sources(paths: &XdgPaths, loaded: &LoadedConfig) -> Vec<String> {
+    let global = paths.config_file();
+    let state = if loaded.global.is_some() {
+        "loaded"
+    } else {
+        "absent"
+    };
+    let project = match &loaded.project {
+        ProjectFile::Absent => "none".to_owned(),
+        ProjectFile::Trusted(p) => format!("{} (trusted, loaded)", p.display()),
+        ProjectFile::Untrusted(p) => format!("{} (not trusted, ignored)", p.display()),
+        ProjectFile::Changed(p) => format!("{} (changed since trusted, ignored)", p.display()),
+    };
+    vec![
+        format!("global config: {} ({state})", global.display()),
+        format!("project config: {project}"),
+    ]
+}
+
+/// The `config` row of `airlock doctor`: do the files parse, and is the project file trusted?
+pub fn doctor_row() -> Check {
+    let result = XdgPaths::from_env()
+        .map_err(anyhow::Error::from)
+        .and_then(|paths| load_for_cwd(&paths));
+    match result {
+        Ok((_, loaded)) => {
+            let warnings = loaded.warnings();
+            Check {
+                name: "config",
+                status: if warnings.is_empty() {
+                    Status::Ok
+                } else {
+                    Status::Warn
+                },
+                detail: if warnings.is_empty() {
+                    "config files are valid".into()
+                } else {
+                    warnings.join("; ")
+                },
+                fix: None,
+            }
+        }
+        Err(e) => Check {
+            name: "config",
+            status: Status::Fail,
+            detail: format!("{e:#}"),
+            fix: Some("fix the file named above (`airlock config init` prints every key)".into()),
+        },
+    }
+}

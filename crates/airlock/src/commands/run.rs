@@ -1,0 +1,111 @@
+//! `airlock run`: locate the project, load the config, build the spec, launch, report.
+
+use std::path::{Path, PathBuf};
+
+use airlock_config::{NetworkMode, XdgPaths};
+use airlock_sandbox::native::{self, LaunchError, Outcome};
+use airlock_sandbox::state::{self, CloseOutcome};
+use airlock_sandbox::{HostFacts, RunRequest, host};
+use anyhow::{Context, bail};
+
+use crate::cli::{NetworkArg, RunArgs};
+
+pub fn run(args: RunArgs) -> anyhow::Result<i32> {
+    let paths = XdgPaths::from_env()?;
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+    let project = locate_project(&paths, &cwd, args.project.as_deref())?;
+    let loaded = airlock_config::load(&paths, &project)?;
+    for warning in loaded.warnings() {
+        eprintln!("airlock: warning: {warning}");
+    }
+    let facts = HostFacts::gather(&paths, &cwd, &project, &loaded.profile);
+    let request = RunRequest {
+        argv: args.command.clone(),
+        network: args.network.map(|n| match n {
+            NetworkArg::Host => NetworkMode::Host,
+            NetworkArg::None => NetworkMode::None,
+        }),
+    };
+    let spec = airlock_sandbox::build(&loaded.profile, &facts, &request)?;
+    if args.print_spec {
+        println!("{}", serde_json::to_string_pretty(&spec)?);
+        return Ok(0);
+    }
+    if native::landlock::abi().is_none() {
+        warn_once_without_landlock(&paths);
+    }
+    if args.verbose {
+        eprintln!(
+            "airlock: sandbox {} for {} (network {}, {} mounts, state {})",
+            spec.name,
+            spec.project.display(),
+            spec.network.as_str(),
+            spec.mounts.len(),
+            spec.state_root.display()
+        );
+    }
+    let session = state::open_session(&paths.sandboxes_dir(), &paths.locks_dir(), &spec.project)?;
+    let created_now = session.created_now;
+    let dir = session.dir.clone();
+    let launched = native::run(&spec);
+    let remove = args.rm || (created_now && launched.is_err());
+    match session.close(remove) {
+        Ok(CloseOutcome::KeptInUse) if args.rm => {
+            eprintln!(
+                "airlock: kept {}: another session is using it",
+                dir.display()
+            )
+        }
+        Ok(_) => {}
+        Err(e) => eprintln!("airlock: warning: {e}"),
+    }
+    match launched {
+        Ok(Outcome::Exited(code)) => Ok(code),
+        Ok(Outcome::Signaled(signal)) => reraise(signal),
+        Err(LaunchError::Setup(message)) => bail!("sandbox setup failed: {message}"),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `--project DIR`, else the git toplevel of the cwd, else the cwd.
+fn locate_project(paths: &XdgPaths, cwd: &Path, flag: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let home = std::fs::canonicalize(&paths.home).unwrap_or_else(|_| paths.home.clone());
+    match flag {
+        Some(dir) => std::fs::canonicalize(dir).with_context(|| {
+            format!(
+                "--project {}: no such directory; pass an existing project directory",
+                dir.display()
+            )
+        }),
+        None => Ok(host::project_root(cwd, &home)),
+    }
+}
+
+/// Says once per user (a marker in the state dir) that writes are confined by mounts alone.
+fn warn_once_without_landlock(paths: &XdgPaths) {
+    let marker = paths.state_dir().join("landlock-warning-shown");
+    if marker.exists() {
+        return;
+    }
+    eprintln!(
+        "airlock: warning: this kernel has no Landlock, so writes are confined by the read-only mounts \
+         alone (no second layer); `airlock doctor` shows how to enable it. This warning is shown once."
+    );
+    let _ = std::fs::create_dir_all(paths.state_dir()).and_then(|()| std::fs::write(&marker, b""));
+}
+
+/// Dies of the workload's signal, so airlock's parent sees what the workload's would have.
+fn reraise(signal: i32) -> anyhow::Result<i32> {
+    // SAFETY: restoring the default action and raising are sound at any point of a single thread.
+    unsafe {
+        libc::signal(signal, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signal);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(signal);
+    }
+    // Signals whose default is to be ignored or to stop: report the shell convention instead.
+    Ok(128 + signal)
+}

@@ -1,0 +1,46 @@
+//! The `airlock` binary: parse the command line, call the library, render, map to an exit code.
+
+mod cli;
+mod commands;
+
+use clap::Parser;
+
+use cli::{Cli, Command, RunArgs, SandboxesCommand};
+
+/// Exit code for airlock's own failures (the workload's codes pass through unchanged).
+const EXIT_AIRLOCK_FAILED: i32 = 125;
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        None => commands::run::run(RunArgs::default()),
+        Some(Command::Run(args)) => commands::run::run(args),
+        Some(Command::External(argv)) => commands::run::run(RunArgs {
+            command: argv,
+            ..RunArgs::default()
+        }),
+        Some(Command::Sandboxes(SandboxesCommand::List(args))) => paths()
+            .and_then(|p| commands::sandboxes::list(&p, &args))
+            .map(|()| 0),
+        Some(Command::Sandboxes(SandboxesCommand::Prune(args))) => paths()
+            .and_then(|p| commands::sandboxes::prune(&p, &args))
+            .map(|()| 0),
+        Some(Command::Trust(command)) => commands::trust::run(command),
+        Some(Command::Config(command)) => commands::config::run(command),
+        Some(Command::Doctor(args)) => {
+            let row = commands::config::doctor_row();
+            commands::doctor::doctor(&args, row)
+        }
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(error) => {
+            eprintln!("airlock: {error:#}");
+            std::process::exit(EXIT_AIRLOCK_FAILED);
+        }
+    }
+}
+
+fn paths() -> anyhow::Result<airlock_config::XdgPaths> {
+    Ok(airlock_config::XdgPaths::from_env()?)
+}
