@@ -61,6 +61,17 @@ pub enum ConfigError {
         reason: &'static str,
     },
 
+    /// A host-only section (read by host daemons) in a project file.
+    #[error(
+        "{}: {section} is a host setting and is honoured only in the global config; move it to \
+         ~/.config/airlock/config.toml",
+        path.display()
+    )]
+    HostOnly {
+        path: PathBuf,
+        section: &'static str,
+    },
+
     /// `HOME` is unset or empty.
     #[error("HOME is not set; set it to your home directory (an absolute path) and try again")]
     HomeMissing,

@@ -9,6 +9,7 @@ mod load;
 mod paths;
 mod schema;
 mod template;
+mod tools_section;
 mod trust;
 
 pub use error::ConfigError;
@@ -16,4 +17,7 @@ pub use load::{LoadedConfig, ProjectFile, load, parse_file, parse_str};
 pub use paths::{PROJECT_FILE_NAME, XdgPaths};
 pub use schema::*;
 pub use template::{init_template, render_profile};
+pub use tools_section::{
+    OverlayDefault, OverlaySection, ToolSetting, ToolSettingsMap, ToolTables, ToolValue,
+};
 pub use trust::{EntryStatus, TrustEntry, TrustRecord, TrustStatus, TrustStore, sha256_hex};

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use crate::trust::{TrustStatus, TrustStore};
 use crate::{
-    ConfigError, ConfigFile, MountEntry, PROJECT_FILE_NAME, Profile, ProfileMount, SandboxSection,
-    XdgPaths,
+    ConfigError, ConfigFile, EgressRule, MountEntry, NetworkSection, PROJECT_FILE_NAME, Profile,
+    ProfileMount, SandboxSection, XdgPaths,
 };
 
 /// Reads and parses one config file.
@@ -103,14 +103,27 @@ impl Profile {
     ///
     /// Scalars: the later file wins when it sets the key. `env_passthrough`: the union, in order,
     /// without duplicates. `mounts`: global then project, each tagged with its file; overlaps are
-    /// resolved by the sandbox spec builder, not here.
+    /// resolved by the sandbox spec builder, not here. `[network]`: `preset` and `allow_private` are
+    /// scalars; `allow` and `deny` append (each rule tagged with its file); `resolve` maps merge, the
+    /// project's entry winning for a name both files map. `[overlay] default` is a scalar;
+    /// `[tools.<name>]` tables layer key by key (a key the project sets wins, the others stay).
     pub fn layer(
         global: Option<(&Path, &ConfigFile)>,
         project: Option<(&Path, &ConfigFile)>,
     ) -> Profile {
         let mut profile = Profile::default();
+        // Host commands run on the host: only the global file may name them (`load` refuses a
+        // project file's `[bridge]`).
+        if let Some((_, file)) = global {
+            profile.bridge_commands = file.bridge.commands.keys().cloned().collect();
+        }
         for (origin, file) in [global, project].into_iter().flatten() {
             profile.apply(origin, &file.sandbox);
+            profile.apply_network(origin, &file.network);
+            if let Some(default) = file.overlay.default {
+                profile.overlay_default = default;
+            }
+            crate::tools_section::layer_tools(&mut profile.tools, origin, &file.tools);
         }
         profile
     }
@@ -125,6 +138,9 @@ impl Profile {
         if let Some(nested) = s.nested_namespaces {
             self.nested_namespaces = nested;
         }
+        if let Some(bridge) = s.bridge {
+            self.bridge = bridge;
+        }
         for name in &s.env_passthrough {
             if !self.env_passthrough.contains(name) {
                 self.env_passthrough.push(name.clone());
@@ -135,6 +151,26 @@ impl Profile {
             mode: m.mode,
             origin: origin.to_path_buf(),
         }));
+    }
+}
+
+impl Profile {
+    fn apply_network(&mut self, origin: &Path, n: &NetworkSection) {
+        let e = &mut self.egress;
+        if let Some(preset) = n.preset {
+            e.preset = preset;
+        }
+        if let Some(allow_private) = n.allow_private {
+            e.allow_private = allow_private;
+        }
+        let tag = |rule: &String| EgressRule {
+            rule: rule.clone(),
+            origin: origin.to_path_buf(),
+        };
+        e.allow.extend(n.allow.iter().map(tag));
+        e.deny.extend(n.deny.iter().map(tag));
+        e.resolve
+            .extend(n.resolve.iter().map(|(name, ip)| (name.clone(), *ip)));
     }
 }
 
@@ -202,7 +238,14 @@ pub fn load(paths: &XdgPaths, project_root: &Path) -> Result<LoadedConfig, Confi
         None => ProjectFile::Absent,
         Some(bytes) => match TrustStore::load(&paths.trust_file())?.status(project_root, &bytes) {
             TrustStatus::Trusted => {
-                project_cfg = Some(parse_bytes(&bytes, &project_path)?);
+                let cfg = parse_bytes(&bytes, &project_path)?;
+                if !cfg.bridge.is_empty() {
+                    return Err(ConfigError::HostOnly {
+                        path: project_path,
+                        section: "[bridge]",
+                    });
+                }
+                project_cfg = Some(cfg);
                 ProjectFile::Trusted(project_path.clone())
             }
             TrustStatus::Untrusted => ProjectFile::Untrusted(project_path.clone()),

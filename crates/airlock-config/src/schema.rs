@@ -1,5 +1,9 @@
 //! The TOML schema of `config.toml` and `.airlock.toml`, and the resolved [`Profile`].
 
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
 
 /// One config file as written: every key optional, unknown keys rejected.
@@ -7,13 +11,59 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields, default)]
 pub struct ConfigFile {
     pub sandbox: SandboxSection,
+    pub network: NetworkSection,
+    /// `[bridge]`: host-side settings of the bridge daemon, honoured in the global file only.
+    #[serde(skip_serializing_if = "BridgeSection::is_empty")]
+    pub bridge: BridgeSection,
+    /// `[overlay]`: the default mount mode of tool mounts.
+    #[serde(skip_serializing_if = "crate::OverlaySection::is_empty")]
+    pub overlay: crate::OverlaySection,
+    /// `[tools.<name>]`: per-tool settings, validated against the catalog by `airlock-tools`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: crate::ToolTables,
+}
+
+/// The `[bridge]` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BridgeSection {
+    /// `[bridge.commands.<name>]`: host commands a sandbox may run through the bridge's `/command`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub commands: BTreeMap<String, HostCommandEntry>,
+}
+
+impl BridgeSection {
+    pub fn is_empty(&self) -> bool {
+        self.commands.is_empty()
+    }
+}
+
+/// One `[bridge.commands.<name>]` entry: which verbs of which host program the sandbox may run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostCommandEntry {
+    /// The program: an absolute path, or a name looked up on the daemon's PATH (default: `<name>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
+    /// The allowed first arguments.
+    pub verbs: Vec<String>,
+    /// Flags refused anywhere in the arguments: `-o` refuses every short cluster containing `o`,
+    /// `--out` refuses `--out` and `--out=...`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_flags: Vec<String>,
+    /// Verb and argument pairs refused outright, written `"verb arg"` (e.g. `"errors dom"`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
+    /// How long one run may take, in seconds (default 120).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
 }
 
 /// The `[sandbox]` table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxSection {
-    /// `network = "host" | "none"`.
+    /// `network = "host" | "none" | "proxy"`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkMode>,
     /// Mask `.env*` files and `.airlock.toml` in the project (default true).
@@ -25,6 +75,9 @@ pub struct SandboxSection {
     /// Allow namespace creation (and mounts in those namespaces) inside the sandbox (default false).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nested_namespaces: Option<bool>,
+    /// Give the sandbox the host bridge: its state dir, the shims first on PATH (default true).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bridge: Option<bool>,
     /// `[[sandbox.mounts]]`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mounts: Vec<MountEntry>,
@@ -38,6 +91,8 @@ pub enum NetworkMode {
     Host,
     /// A new network namespace with only `lo`.
     None,
+    /// Only `lo`, plus the allowlisting egress proxy served by the supervisor.
+    Proxy,
 }
 
 impl NetworkMode {
@@ -45,6 +100,7 @@ impl NetworkMode {
         match self {
             NetworkMode::Host => "host",
             NetworkMode::None => "none",
+            NetworkMode::Proxy => "proxy",
         }
     }
 }
@@ -98,16 +154,93 @@ pub struct Profile {
     pub env_passthrough: Vec<String>,
     pub nested_namespaces: bool,
     pub mounts: Vec<ProfileMount>,
+    /// `[sandbox] bridge`: mount the host bridge's state dir and shims (default true).
+    pub bridge: bool,
+    /// The names of `[bridge.commands]` in the global file (each gets a shim inside).
+    pub bridge_commands: Vec<String>,
+    /// The `[network]` policy of the egress proxy (used in `proxy` mode).
+    pub egress: EgressSettings,
+    /// `[overlay] default`: how tool mounts behave unless a tool's `mount_mode` says otherwise.
+    pub overlay_default: crate::OverlayDefault,
+    /// `[tools.<name>]` settings, layered key by key (project over global).
+    pub tools: crate::ToolSettingsMap,
 }
 
 impl Default for Profile {
     fn default() -> Self {
         Profile {
-            network: NetworkMode::Host,
+            network: NetworkMode::Proxy,
             hide_env_files: true,
             env_passthrough: Vec::new(),
             nested_namespaces: false,
             mounts: Vec::new(),
+            bridge: true,
+            bridge_commands: Vec::new(),
+            egress: EgressSettings::default(),
+            overlay_default: crate::OverlayDefault::Split,
+            tools: BTreeMap::new(),
         }
     }
+}
+
+/// The `[network]` table: the egress proxy's policy. Rule syntax is checked by `airlock-egress`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NetworkSection {
+    /// `preset = "balanced" | "allow-all" | "deny-all"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preset: Option<EgressPreset>,
+    /// Host rules to allow: `host`, `*.suffix`, either with `:port`, or an IP address.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+    /// Host rules to deny; a deny rule wins over every allow rule.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
+    /// Let allowed names resolve to loopback, private, link-local or this host's addresses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_private: Option<bool>,
+    /// Static name → address map used instead of DNS for these names (like curl's `--resolve`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub resolve: BTreeMap<String, IpAddr>,
+}
+
+/// The base allowlist the `allow` and `deny` rules are added to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EgressPreset {
+    /// Model provider APIs, package registries and code hosts (listed in `docs/network.md`).
+    #[default]
+    Balanced,
+    /// Every host (the address check still applies).
+    AllowAll,
+    /// No host; only the `allow` rules.
+    DenyAll,
+}
+
+impl EgressPreset {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EgressPreset::Balanced => "balanced",
+            EgressPreset::AllowAll => "allow-all",
+            EgressPreset::DenyAll => "deny-all",
+        }
+    }
+}
+
+/// A host rule with the config file that declared it (for error messages and `config show`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressRule {
+    pub rule: String,
+    pub origin: PathBuf,
+}
+
+/// The resolved `[network]` settings: global file, then the trusted project file on top.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressSettings {
+    pub preset: EgressPreset,
+    pub allow: Vec<EgressRule>,
+    pub deny: Vec<EgressRule>,
+    pub allow_private: bool,
+    /// Name → address; the project file's entry wins for a name both files map.
+    pub resolve: BTreeMap<String, IpAddr>,
 }

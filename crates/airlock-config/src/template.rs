@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::Profile;
+use crate::{EgressSettings, Profile};
 
 /// Every key is commented out rather than set, so a later change of a default reaches users who
 /// never changed the key. Lines `#key = value` (no space after `#`) are the defaults; the tests
@@ -19,9 +19,10 @@ const INIT_TEMPLATE: &str = r#"# airlock configuration.
 
 [sandbox]
 # How the sandbox reaches the network:
-#   "host"  share the host's network (convenient, weakest)
+#   "proxy" a private network with only loopback, plus an egress proxy that applies [network]
 #   "none"  a private network with only loopback
-#network = "host"
+#   "host"  share the host's network, unfiltered (convenient, weakest)
+#network = "proxy"
 
 # Mask .env* files and .airlock.toml inside the project, so secrets and the config stay unseen.
 #hide_env_files = true
@@ -33,6 +34,10 @@ const INIT_TEMPLATE: &str = r#"# airlock configuration.
 # containers or sandboxes. Widens what the agent can do; leave off unless a tool needs it.
 #nested_namespaces = false
 
+# Give the sandbox the host bridge (`airlock bridge install`, see docs/bridge.md): URL opens,
+# code/codium, git credentials and sounds reach the host through a few checked routes.
+#bridge = true
+
 # Extra host paths, each mounted at the same path inside the sandbox. `~/` means your home.
 # None by default. mode is one of:
 #   "readonly"   visible, not writable
@@ -42,6 +47,63 @@ const INIT_TEMPLATE: &str = r#"# airlock configuration.
 # [[sandbox.mounts]]
 # path = "~/src/shared-lib"
 # mode = "readonly"
+
+[network]
+# Which hosts the egress proxy lets the sandbox reach (network = "proxy"); see docs/network.md.
+# Every decision is logged; `airlock logs network` shows them.
+#
+# The base allowlist:
+#   "balanced"   model provider APIs, the major package registries and code hosts
+#   "allow-all"  every host (the address check below still applies)
+#   "deny-all"   nothing but your allow rules
+#preset = "balanced"
+
+# Rules: "example.com", "*.example.com" (subdomains only, not example.com itself), or an IP
+# address, each optionally with ":port". The project file adds to the global rules.
+#allow = []
+# Deny rules win over allow rules and over the preset.
+#deny = []
+
+# An allowed name that resolves to a loopback, private, link-local or this host's own address is
+# refused unless a rule names that address (e.g. allow = ["10.0.0.5"]) or this is true.
+# Cloud metadata addresses (169.254.169.254, ...) always need a rule naming them.
+#allow_private = false
+
+# Fixed addresses for names, used instead of DNS (like curl --resolve), e.g. for internal hosts:
+# resolve = { "db.internal" = "10.0.0.5" }. The address must still pass the check above.
+#resolve = {}
+
+[overlay]
+# How tool mounts (a tool's config, data and cache from your home) appear inside; see docs/tools.md:
+#   "split"       each mount's default: config and runtime dirs "tmpoverlay", data, cache and
+#                 state dirs "overlay" (mise, shell rc files and nvim: "readonly")
+#   "overlay"     your files visible; the sandbox's writes kept in its state, never on the host
+#   "tmpoverlay"  your files visible; the sandbox's writes discarded at exit
+#   "readonly"    visible, not writable
+#   "readwrite"   visible and writable: changes reach the host (warned at every run)
+#   "disabled"    not mounted
+#default = "split"
+
+# Per-tool settings; `airlock tools info <name>` lists each tool's keys. Every tool has
+# enabled (default true); tools that mount host paths have mount_mode (a mode above, overriding
+# [overlay] default). An unknown tool or key is an error. Examples:
+# [tools.git]
+# mode = "readonly"              # "readonly" | "readwrite" | "disabled"
+# allow_hooks = false            # let the sandbox write .git/hooks (hooks run on your host)
+# trust_config_changes = false   # keep program-running .git/config keys the sandbox added
+# [tools.mise]
+# mount_mode = "overlay"
+# ignore_global_config = false
+
+# Host commands a sandbox may run through the bridge (global file only; `proximo` is built in).
+# The first argument must be one of verbs; refused_flags are refused anywhere ("-o" also inside
+# "-jo"); refused lists "verb argument" pairs. The bridge daemon reads this when it starts.
+# [bridge.commands.mytool]
+# program = "/usr/local/bin/mytool"   # default: the name on the daemon's PATH
+# verbs = ["status", "logs"]
+# refused_flags = ["-o", "--output"]
+# refused = ["logs export"]
+# timeout_secs = 120
 "#;
 
 /// A commented `config.toml` documenting every key with its default; it parses to an empty config.
@@ -58,6 +120,7 @@ pub fn render_profile(p: &Profile) -> String {
     let names: Vec<String> = p.env_passthrough.iter().map(|n| quote(n)).collect();
     let _ = writeln!(out, "env_passthrough = [{}]", names.join(", "));
     let _ = writeln!(out, "nested_namespaces = {}", p.nested_namespaces);
+    let _ = writeln!(out, "bridge = {}", p.bridge);
     for m in &p.mounts {
         // `{:?}` escapes newlines, so a hostile file name cannot end the comment.
         let _ = writeln!(out, "\n# from {:?}", m.origin);
@@ -65,7 +128,63 @@ pub fn render_profile(p: &Profile) -> String {
         let _ = writeln!(out, "path = {}", quote(&m.path));
         let _ = writeln!(out, "mode = {}", quote(m.mode.as_str()));
     }
+    render_network(&mut out, &p.egress);
+    render_tools(&mut out, p);
     out
+}
+
+/// The `[overlay]` and `[tools.<name>]` tables; each tool key notes the file it came from.
+fn render_tools(out: &mut String, p: &Profile) {
+    let _ = writeln!(out, "\n[overlay]");
+    let _ = writeln!(out, "default = {}", quote(p.overlay_default.as_str()));
+    for (tool, keys) in &p.tools {
+        let _ = writeln!(out, "\n[tools.{}]", key(tool));
+        for (name, setting) in keys {
+            let _ = writeln!(
+                out,
+                "{} = {} # from {:?}",
+                key(name),
+                setting.value.to_toml(),
+                setting.origin
+            );
+        }
+    }
+}
+
+/// A TOML key: bare when it can be, else quoted.
+fn key(s: &str) -> String {
+    let bare = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if bare { s.to_owned() } else { quote(s) }
+}
+
+/// The `[network]` table; each rule notes the file it came from.
+fn render_network(out: &mut String, e: &EgressSettings) {
+    let _ = writeln!(out, "\n[network]");
+    let _ = writeln!(out, "preset = {}", quote(e.preset.as_str()));
+    for (key, rules) in [("allow", &e.allow), ("deny", &e.deny)] {
+        if rules.is_empty() {
+            let _ = writeln!(out, "{key} = []");
+            continue;
+        }
+        let _ = writeln!(out, "{key} = [");
+        for r in rules {
+            let _ = writeln!(out, "    {}, # from {:?}", quote(&r.rule), r.origin);
+        }
+        let _ = writeln!(out, "]");
+    }
+    let _ = writeln!(out, "allow_private = {}", e.allow_private);
+    let entries: Vec<String> = e
+        .resolve
+        .iter()
+        .map(|(name, ip)| format!("{} = {}", quote(name), quote(&ip.to_string())))
+        .collect();
+    if entries.is_empty() {
+        let _ = writeln!(out, "resolve = {{}}");
+    } else {
+        let _ = writeln!(out, "resolve = {{ {} }}", entries.join(", "));
+    }
 }
 
 /// A TOML basic string with every needed escape.
@@ -76,7 +195,10 @@ fn quote(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ConfigFile, MountMode, NetworkMode, ProfileMount, parse_str};
+    use crate::{
+        ConfigFile, EgressPreset, EgressRule, MountMode, NetworkMode, OverlayDefault, ProfileMount,
+        ToolSetting, ToolValue, parse_str,
+    };
     use std::path::{Path, PathBuf};
 
     #[test]
@@ -98,6 +220,8 @@ mod tests {
         let cfg = parse_str(&uncommented, Path::new("template.toml")).unwrap();
         let s = &cfg.sandbox;
         assert!(s.network.is_some() && s.hide_env_files.is_some() && s.nested_namespaces.is_some());
+        let n = &cfg.network;
+        assert!(n.preset.is_some() && n.allow_private.is_some());
         let origin = Path::new("template.toml");
         assert_eq!(
             Profile::layer(None, Some((origin, &cfg))),
@@ -114,11 +238,29 @@ mod tests {
             "hide_env_files =",
             "env_passthrough =",
             "nested_namespaces =",
+            "bridge =",
+            "[bridge.commands.mytool]",
             "[[sandbox.mounts]]",
             "path =",
             "mode =",
             "\"host\"",
             "\"none\"",
+            "\"proxy\"",
+            "[network]",
+            "preset =",
+            "allow =",
+            "deny =",
+            "allow_private =",
+            "resolve =",
+            "\"balanced\"",
+            "\"allow-all\"",
+            "\"deny-all\"",
+            "[overlay]",
+            "default =",
+            "[tools.git]",
+            "mount_mode =",
+            "allow_hooks =",
+            "trust_config_changes =",
         ] {
             assert!(t.contains(key), "template lacks {key}");
         }
@@ -134,6 +276,7 @@ mod tests {
         let example: String = t
             .lines()
             .skip_while(|l| !l.contains("[[sandbox.mounts]]"))
+            .take_while(|l| !l.is_empty())
             .map(|l| format!("{}\n", l.trim_start_matches("# ")))
             .collect();
         let cfg = parse_str(&example, Path::new("example.toml")).unwrap();
@@ -145,10 +288,21 @@ mod tests {
         assert_eq!(
             render_profile(&Profile::default()),
             "[sandbox]\n\
-             network = \"host\"\n\
+             network = \"proxy\"\n\
              hide_env_files = true\n\
              env_passthrough = []\n\
-             nested_namespaces = false\n"
+             nested_namespaces = false\n\
+             bridge = true\n\
+             \n\
+             [network]\n\
+             preset = \"balanced\"\n\
+             allow = []\n\
+             deny = []\n\
+             allow_private = false\n\
+             resolve = {}\n\
+             \n\
+             [overlay]\n\
+             default = \"split\"\n"
         );
     }
 
@@ -159,6 +313,8 @@ mod tests {
             hide_env_files: false,
             env_passthrough: vec!["TERM".into(), "WEIRD\"NAME\\".into()],
             nested_namespaces: true,
+            bridge: false,
+            bridge_commands: Vec::new(),
             mounts: vec![
                 ProfileMount {
                     path: "~/a b".into(),
@@ -171,6 +327,36 @@ mod tests {
                     origin: PathBuf::from("/p/evil\n[sandbox]\n/.airlock.toml"),
                 },
             ],
+            egress: EgressSettings {
+                preset: EgressPreset::DenyAll,
+                allow: vec![EgressRule {
+                    rule: "*.example.com:443".into(),
+                    origin: PathBuf::from("/p/evil\n]\n/.airlock.toml"),
+                }],
+                deny: vec![EgressRule {
+                    rule: "evil\"\n.com".into(),
+                    origin: PathBuf::from("/g.toml"),
+                }],
+                allow_private: true,
+                resolve: [("db.internal".to_owned(), "10.0.0.5".parse().unwrap())].into(),
+            },
+            overlay_default: OverlayDefault::Tmpoverlay,
+            tools: [(
+                "we ird\"tool".to_owned(),
+                [
+                    ("mode".to_owned(), ToolValue::String("a\"\nb".into())),
+                    ("on".to_owned(), ToolValue::Bool(true)),
+                    ("n".to_owned(), ToolValue::Integer(-3)),
+                    ("list".to_owned(), ToolValue::Strings(vec!["x\n".into()])),
+                ]
+                .into_iter()
+                .map(|(k, value)| {
+                    let origin = PathBuf::from("/p/evil\n[tools]\n/.airlock.toml");
+                    (k, ToolSetting { value, origin })
+                })
+                .collect(),
+            )]
+            .into(),
         };
         let text = render_profile(&profile);
         assert!(
@@ -183,6 +369,21 @@ mod tests {
         let mut expected = profile.clone();
         for m in &mut expected.mounts {
             m.origin = origin.to_path_buf();
+        }
+        for r in expected
+            .egress
+            .allow
+            .iter_mut()
+            .chain(&mut expected.egress.deny)
+        {
+            r.origin = origin.to_path_buf();
+        }
+        for setting in expected
+            .tools
+            .values_mut()
+            .flat_map(|keys| keys.values_mut())
+        {
+            setting.origin = origin.to_path_buf();
         }
         assert_eq!(back, expected);
     }

@@ -62,6 +62,32 @@ pub struct HostFacts {
     pub project_config: Option<PathBuf>,
     /// Each custom mount path as written in the config, with its `~`-expanded form and what is there.
     pub mount_sources: BTreeMap<String, MountSource>,
+    /// The host bridge as this launch sees it.
+    #[serde(default)]
+    pub bridge: BridgeFacts,
+}
+
+/// The host bridge (`airlock bridge install`) as one launch sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BridgeFacts {
+    /// The bridge state dir (`~/.local/state/airlock/bridge`) when its token exists, whether the
+    /// daemon runs under a supervisor, by hand, or not at all; None when never installed.
+    pub state_dir: Option<PathBuf>,
+    /// The airlock binary (canonical): bound read-only, the shims are symlinks to it.
+    pub exe: Option<PathBuf>,
+}
+
+impl BridgeFacts {
+    /// Reads whether the bridge is installed and where this airlock binary is.
+    pub fn gather(paths: &airlock_config::XdgPaths) -> BridgeFacts {
+        let dir = paths.state_dir().join("bridge");
+        BridgeFacts {
+            state_dir: dir.join("token").is_file().then_some(dir),
+            exe: std::env::current_exe()
+                .ok()
+                .and_then(|exe| fs::canonicalize(exe).ok()),
+        }
+    }
 }
 
 /// Top-level system paths, bound read-only (or recreated as the symlinks they are on the host).
@@ -239,6 +265,7 @@ impl HostFacts {
             env_files: find_env_files(project),
             project_config: (path_kind(&config) == PathKind::File).then_some(config),
             mount_sources,
+            bridge: BridgeFacts::gather(paths),
             home,
         }
     }

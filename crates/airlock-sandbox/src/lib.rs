@@ -6,12 +6,14 @@
 //! their session locks. It does not know which tools exist or how the network gates work.
 
 pub mod builder;
+pub mod contrib;
 pub mod doctor;
 pub mod host;
 pub mod native;
 pub mod spec;
 pub mod state;
 
-pub use builder::{RunRequest, SpecError, build};
+pub use builder::{RunRequest, SpecError, build, build_with_tools};
+pub use contrib::{Contributions, GeneratedFile, ToolMount, ToolMountMode};
 pub use host::HostFacts;
 pub use spec::*;

@@ -28,10 +28,16 @@ pub struct SandboxSpec {
     pub gid: u32,
     pub hostname: String,
     pub network: NetworkMode,
+    /// The egress proxy, in `proxy` network mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressSpec>,
     /// Mount operations, parents before children.
     pub mounts: Vec<MountOp>,
     /// Paths the workload may write (Landlock's second layer); everything else is read-only.
     pub writable: Vec<PathBuf>,
+    /// Host-side steps before the launch (overlay dirs, seeded and generated files).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub prepare: Vec<PrepareStep>,
     pub seccomp: SeccompPolicy,
 }
 
@@ -47,8 +53,16 @@ pub enum MountOp {
     },
     /// A fresh tmpfs.
     Tmpfs { target: PathBuf, writable: bool },
-    /// An empty read-only file (a read-only bind of `/dev/null`) over a file.
+    /// An empty read-only file over a file.
     MaskFile { target: PathBuf },
+    /// An overlay: `lower` (a host directory) seen at `target`, writes going to `upper`.
+    Overlay {
+        lower: PathBuf,
+        target: PathBuf,
+        upper: Upper,
+    },
+    /// A private, writable copy of a host file, discarded at exit.
+    CopyFile { source: PathBuf, target: PathBuf },
     /// A symlink created in the sandbox's root.
     Symlink { target: PathBuf, link_to: PathBuf },
     /// A fresh procfs of the sandbox's pid namespace.
@@ -64,10 +78,75 @@ impl MountOp {
             MountOp::Bind { target, .. }
             | MountOp::Tmpfs { target, .. }
             | MountOp::MaskFile { target }
+            | MountOp::Overlay { target, .. }
+            | MountOp::CopyFile { target, .. }
             | MountOp::Symlink { target, .. }
             | MountOp::Proc { target }
             | MountOp::Dev { target } => target,
         }
+    }
+}
+
+/// The egress proxy of a sandbox in `proxy` network mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressSpec {
+    /// The proxy URL inside the sandbox (its own network namespace).
+    pub url: String,
+    /// The decision log on the host (JSON lines).
+    pub log: PathBuf,
+    /// `--allow-host` rules, on top of the config's.
+    pub allow_hosts: Vec<String>,
+    /// `--deny-host` rules, on top of the config's.
+    pub deny_hosts: Vec<String>,
+    /// The `[network]` policy from the config files.
+    pub settings: airlock_config::EgressSettings,
+}
+
+/// Where an overlay's writes go.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Upper {
+    /// `dir/upper` and `dir/work` in the state root: writes persist across runs.
+    Persistent { dir: PathBuf },
+    /// A tmpfs inside the sandbox: writes are discarded at exit.
+    Throwaway,
+}
+
+/// Host-side work done before a launch (the builder stays pure; `state::prepare` performs these).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "kebab-case")]
+pub enum PrepareStep {
+    /// Create `dir/upper` and an empty `dir/work` for a persistent overlay.
+    OverlayDirs { dir: PathBuf },
+    /// Copy `from` to `to` unless `to` exists (a persistent copy of a host file).
+    SeedFile { from: PathBuf, to: PathBuf },
+    /// Write `content` to `path` (generated files), replacing what was there.
+    WriteFile { path: PathBuf, content: String },
+    /// Make `dir` hold exactly one symlink to `link_to` (a path inside the sandbox) per name: the
+    /// host bridge's shim directory, bound read-only.
+    Symlinks {
+        dir: PathBuf,
+        link_to: PathBuf,
+        names: Vec<String>,
+    },
+}
+
+impl SandboxSpec {
+    /// Turns every persistent overlay into a throwaway one: for a session that does not own the
+    /// sandbox's overlay layers (another session of the project does). Returns how many changed.
+    pub fn demote_persistent_uppers(&mut self) -> usize {
+        let mut changed = 0;
+        for op in &mut self.mounts {
+            if let MountOp::Overlay { upper, .. } = op
+                && matches!(upper, Upper::Persistent { .. })
+            {
+                *upper = Upper::Throwaway;
+                changed += 1;
+            }
+        }
+        self.prepare
+            .retain(|step| !matches!(step, PrepareStep::OverlayDirs { .. }));
+        changed
     }
 }
 

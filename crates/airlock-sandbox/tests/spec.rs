@@ -83,6 +83,7 @@ fn host() -> HostFacts {
         ],
         project_config: Some("/home/dev/code/app/.airlock.toml".into()),
         mount_sources: BTreeMap::new(),
+        bridge: Default::default(),
     }
 }
 
@@ -189,6 +190,7 @@ fn command_line_and_network() {
     let request = RunRequest {
         argv: vec!["claude".into(), "--resume".into()],
         network: Some(NetworkMode::None),
+        ..RunRequest::default()
     };
     let spec = build(&Profile::default(), &host(), &request).expect("spec");
     assert_eq!(spec.argv, ["claude", "--resume"]);
@@ -196,6 +198,67 @@ fn command_line_and_network() {
     assert_eq!(spec.cwd, Path::new("/home/dev/code/app/src"));
     let shell = build(&Profile::default(), &host(), &RunRequest::default()).expect("spec");
     assert_eq!(shell.argv, ["/bin/zsh"]);
+}
+
+#[test]
+fn proxy_mode_points_every_client_at_the_egress_proxy() {
+    let request = RunRequest {
+        network: Some(NetworkMode::Proxy),
+        allow_hosts: vec!["example.org".into()],
+        deny_hosts: vec!["evil.test".into()],
+        ..RunRequest::default()
+    };
+    let mut h = host();
+    h.env
+        .insert("HTTPS_PROXY".into(), "http://corp-proxy:8080".into());
+    let profile = Profile {
+        env_passthrough: vec!["HTTPS_PROXY".into()],
+        ..Profile::default()
+    };
+    let spec = build(&profile, &h, &request).expect("spec");
+    let egress = spec.egress.as_ref().expect("egress spec in proxy mode");
+    assert_eq!(egress.url, "http://127.0.0.1:3128");
+    assert_eq!(egress.allow_hosts, ["example.org"]);
+    assert_eq!(egress.deny_hosts, ["evil.test"]);
+    assert_eq!(
+        egress.log,
+        Path::new("/home/dev/.local/share/airlock/sandboxes/app-2292478a/logs/network.jsonl")
+    );
+    for key in [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "npm_config_proxy",
+        "npm_config_https_proxy",
+        "YARN_HTTP_PROXY",
+        "YARN_HTTPS_PROXY",
+        "PIP_PROXY",
+        "CARGO_HTTP_PROXY",
+    ] {
+        assert_eq!(
+            spec.env.get(key).map(String::as_str),
+            Some("http://127.0.0.1:3128"),
+            "{key}"
+        );
+    }
+    assert_eq!(
+        spec.env.get("NO_PROXY").map(String::as_str),
+        Some("localhost,127.0.0.1,::1")
+    );
+    assert_eq!(
+        spec.env.get("NODE_USE_ENV_PROXY").map(String::as_str),
+        Some("1")
+    );
+    let host_request = RunRequest {
+        network: Some(NetworkMode::Host),
+        ..RunRequest::default()
+    };
+    let host_mode = build(&Profile::default(), &host(), &host_request).expect("spec");
+    assert!(host_mode.egress.is_none());
+    assert!(!host_mode.env.contains_key("HTTP_PROXY"));
 }
 
 #[test]
@@ -367,4 +430,261 @@ fn masks_under_a_custom_tmpfs_are_dropped() {
     let spec = build(&profile, &h, &RunRequest::default()).expect("spec");
     assert!(!targets(&spec.mounts).contains(&"/home/dev/code/app/web/.env.local".to_owned()));
     assert!(targets(&spec.mounts).contains(&"/home/dev/code/app/.env".to_owned()));
+}
+
+fn tool_mount(
+    tool: &str,
+    path: &str,
+    mode: airlock_sandbox::ToolMountMode,
+    is_dir: bool,
+) -> airlock_sandbox::ToolMount {
+    airlock_sandbox::ToolMount {
+        tool: tool.into(),
+        source: path.into(),
+        target: path.into(),
+        mode,
+        is_dir,
+    }
+}
+
+#[test]
+fn tool_contributions_become_overlays_copies_and_generated_files() {
+    use airlock_sandbox::{Contributions, GeneratedFile, ToolMountMode::*, build_with_tools};
+    let contrib = Contributions {
+        mounts: vec![
+            tool_mount("claude", "/home/dev/.claude", Overlay, true),
+            tool_mount("claude", "/home/dev/.claude.json", Overlay, false),
+            tool_mount("codex", "/home/dev/.codex", Tmpoverlay, true),
+            tool_mount(
+                "rtk",
+                "/home/dev/.config/rtk/config.toml",
+                Tmpoverlay,
+                false,
+            ),
+            tool_mount("nvim", "/home/dev/.config/nvim", Readonly, true),
+            tool_mount("git", "/home/dev/code/app/.git", Readonly, true),
+            tool_mount("git", "/home/dev/code/app/.git/hooks", Readonly, true),
+            tool_mount("mise", "/home/dev/.local/share/mise", Readwrite, true),
+        ],
+        env: [("GOTOOLCHAIN", "local"), ("HOME", "/elsewhere")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+        files: vec![GeneratedFile {
+            tool: "git".into(),
+            target: "/home/dev/.gitconfig".into(),
+            content: "[user]\n\tname = Dev\n".into(),
+        }],
+        warnings: vec![],
+    };
+    let spec = build_with_tools(
+        &Profile::default(),
+        &host(),
+        &RunRequest::default(),
+        &contrib,
+    )
+    .expect("spec");
+    let tools: Vec<_> = spec
+        .mounts
+        .iter()
+        .filter(|op| {
+            let t = op.target();
+            t.starts_with("/home/dev/.") || t.starts_with("/home/dev/code/app/.git")
+        })
+        .cloned()
+        .collect();
+    insta::assert_json_snapshot!("tool_mounts", tools);
+    insta::assert_json_snapshot!("tool_prepare", spec.prepare);
+    assert_eq!(
+        spec.env.get("GOTOOLCHAIN").map(String::as_str),
+        Some("local")
+    );
+    assert_eq!(
+        spec.env.get("HOME").map(String::as_str),
+        Some("/home/dev"),
+        "tools cannot move HOME"
+    );
+    for writable in [
+        "/home/dev/.claude",
+        "/home/dev/.claude.json",
+        "/home/dev/.codex",
+        "/home/dev/.local/share/mise",
+    ] {
+        assert!(
+            spec.writable.contains(&PathBuf::from(writable)),
+            "{writable}"
+        );
+    }
+    assert!(
+        !spec
+            .writable
+            .contains(&PathBuf::from("/home/dev/.config/nvim"))
+    );
+}
+
+#[test]
+fn a_custom_mount_wins_over_a_tool_mount_at_the_same_path() {
+    use airlock_sandbox::{Contributions, ToolMountMode, build_with_tools};
+    let mut h = host();
+    let m = mount(&mut h, "~/.claude", MountMode::Hidden, dir());
+    let profile = Profile {
+        mounts: vec![m],
+        ..Profile::default()
+    };
+    let contrib = Contributions {
+        mounts: vec![tool_mount(
+            "claude",
+            "/home/dev/.claude",
+            ToolMountMode::Overlay,
+            true,
+        )],
+        ..Contributions::default()
+    };
+    let spec = build_with_tools(&profile, &h, &RunRequest::default(), &contrib).expect("spec");
+    let at: Vec<_> = spec
+        .mounts
+        .iter()
+        .filter(|op| op.target() == Path::new("/home/dev/.claude"))
+        .collect();
+    assert_eq!(at.len(), 1);
+    assert!(
+        matches!(
+            at[0],
+            MountOp::Tmpfs {
+                writable: false,
+                ..
+            }
+        ),
+        "{at:?}"
+    );
+    assert!(spec.prepare.is_empty());
+}
+
+#[test]
+fn a_second_session_gets_throwaway_uppers() {
+    use airlock_sandbox::{Contributions, PrepareStep, ToolMountMode, Upper, build_with_tools};
+    let contrib = Contributions {
+        mounts: vec![
+            tool_mount("claude", "/home/dev/.claude", ToolMountMode::Overlay, true),
+            tool_mount(
+                "claude",
+                "/home/dev/.claude.json",
+                ToolMountMode::Overlay,
+                false,
+            ),
+        ],
+        ..Contributions::default()
+    };
+    let mut spec = build_with_tools(
+        &Profile::default(),
+        &host(),
+        &RunRequest::default(),
+        &contrib,
+    )
+    .expect("spec");
+    assert_eq!(spec.demote_persistent_uppers(), 1);
+    assert!(spec.mounts.iter().all(|op| !matches!(
+        op,
+        MountOp::Overlay {
+            upper: Upper::Persistent { .. },
+            ..
+        }
+    )));
+    assert!(
+        spec.prepare
+            .iter()
+            .all(|s| !matches!(s, PrepareStep::OverlayDirs { .. }))
+    );
+}
+
+#[test]
+fn bridge_mounts_shims_and_gitconfig() {
+    use airlock_sandbox::PrepareStep;
+    use airlock_sandbox::host::BridgeFacts;
+    let mut h = host();
+    h.bridge = BridgeFacts {
+        state_dir: Some("/home/dev/.local/state/airlock/bridge".into()),
+        exe: Some("/usr/local/bin/airlock".into()),
+    };
+    let profile = Profile {
+        bridge_commands: vec!["mytool".into()],
+        ..Profile::default()
+    };
+    let spec = build(&profile, &h, &RunRequest::default()).expect("spec");
+    let bridge_ops: Vec<&MountOp> = spec
+        .mounts
+        .iter()
+        .filter(|op| op.target().starts_with("/run/airlock"))
+        .collect();
+    let prepare: Vec<&PrepareStep> = spec
+        .prepare
+        .iter()
+        .filter(|s| {
+            matches!(
+                s,
+                PrepareStep::Symlinks { .. } | PrepareStep::WriteFile { .. }
+            )
+        })
+        .collect();
+    let env: BTreeMap<&str, &str> = [
+        "PATH",
+        "BROWSER",
+        "GIT_CONFIG_SYSTEM",
+        "AIRLOCK_PROJECT_DIR",
+        "AIRLOCK_HOST_HOME_DIR",
+    ]
+    .into_iter()
+    .filter_map(|k| spec.env.get(k).map(|v| (k, v.as_str())))
+    .collect();
+    insta::assert_json_snapshot!((bridge_ops, prepare, env));
+    // /run (a fresh tmpfs) comes before everything the bridge puts under it.
+    let index = |t: &str| {
+        spec.mounts
+            .iter()
+            .position(|op| op.target() == Path::new(t))
+            .unwrap()
+    };
+    assert!(index("/run") < index("/run/airlock/bridge"));
+    assert!(index("/run/airlock/bridge") < index("/run/airlock/bridge/run"));
+
+    // Not installed: the shims are still there (xdg-open says how to install), nothing else.
+    h.bridge.state_dir = None;
+    let spec = build(&profile, &h, &RunRequest::default()).expect("spec");
+    let targets: Vec<String> = spec
+        .mounts
+        .iter()
+        .filter(|op| op.target().starts_with("/run/airlock"))
+        .map(|op| op.target().display().to_string())
+        .collect();
+    assert_eq!(targets, ["/run/airlock/airlock", "/run/airlock/bin"]);
+    assert!(!spec.env.contains_key("GIT_CONFIG_SYSTEM"));
+    assert!(spec.env["PATH"].starts_with("/run/airlock/bin:"));
+
+    // bridge = false: nothing at all.
+    let off = Profile {
+        bridge: false,
+        ..Profile::default()
+    };
+    let spec = build(&off, &h, &RunRequest::default()).expect("spec");
+    assert!(
+        spec.mounts
+            .iter()
+            .all(|op| !op.target().starts_with("/run/airlock"))
+    );
+    assert!(!spec.env.contains_key("BROWSER"));
+
+    // GIT_CREDENTIAL_BRIDGE=0 on the host: no credential helper registration.
+    let mut h = host();
+    h.bridge = BridgeFacts {
+        state_dir: Some("/home/dev/.local/state/airlock/bridge".into()),
+        exe: Some("/usr/local/bin/airlock".into()),
+    };
+    h.env.insert("GIT_CREDENTIAL_BRIDGE".into(), "0".into());
+    let spec = build(&Profile::default(), &h, &RunRequest::default()).expect("spec");
+    assert!(!spec.env.contains_key("GIT_CONFIG_SYSTEM"));
+    assert!(
+        spec.mounts
+            .iter()
+            .any(|op| op.target() == Path::new("/run/airlock/bridge/run"))
+    );
 }

@@ -30,15 +30,34 @@ pub enum Command {
     Config(ConfigCommand),
     /// Check what this machine supports
     Doctor(DoctorArgs),
+    /// The host bridge: browser, editor, git credentials and sounds for sandboxes
+    #[command(subcommand)]
+    Bridge(crate::commands::bridge::BridgeCommand),
+    /// The herdr plugin's entry points (run by herdr-plugin.toml; see docs/herdr-plugin.md)
+    #[command(subcommand)]
+    Herdr(crate::commands::herdr::HerdrCommand),
+    /// Show a sandbox's logs, e.g. the egress proxy's decisions (`logs network`)
+    #[command(subcommand)]
+    Logs(crate::commands::logs::LogsCommand),
+    /// The tool catalog: which tools this machine has and what they bring into the sandbox
+    #[command(subcommand)]
+    Tools(crate::commands::tools::ToolsCommand),
     #[command(external_subcommand)]
     External(Vec<String>),
 }
 
 #[derive(Debug, Args, Default)]
 pub struct RunArgs {
-    /// Network access: host (share the host's network) or none (loopback only)
+    /// Network access: proxy (only allowlisted hosts, through airlock's egress proxy), none (loopback
+    /// only) or host (the host's network, unfiltered)
     #[arg(long, value_enum, value_name = "MODE")]
     pub network: Option<NetworkArg>,
+    /// Also allow HOST through the egress proxy (HOST, *.SUFFIX, optionally :PORT; repeatable)
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allow_hosts: Vec<String>,
+    /// Deny HOST through the egress proxy, whatever else allows it (repeatable)
+    #[arg(long = "deny-host", value_name = "HOST")]
+    pub deny_hosts: Vec<String>,
     /// Remove this project's sandbox state when the command ends (kept if another session uses it)
     #[arg(long)]
     pub rm: bool,
@@ -62,8 +81,9 @@ pub struct RunArgs {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum NetworkArg {
-    Host,
+    Proxy,
     None,
+    Host,
 }
 
 #[derive(Debug, Subcommand)]

@@ -11,6 +11,10 @@ use cli::{Cli, Command, RunArgs, SandboxesCommand};
 const EXIT_AIRLOCK_FAILED: i32 = 125;
 
 fn main() {
+    // Multi-call: started as a shim name (xdg-open, code, git-credential-airlock, ...), act as it.
+    if let Some(code) = commands::bridge::dispatch_shim() {
+        std::process::exit(code);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         None => commands::run::run(RunArgs::default()),
@@ -27,9 +31,13 @@ fn main() {
             .map(|()| 0),
         Some(Command::Trust(command)) => commands::trust::run(command),
         Some(Command::Config(command)) => commands::config::run(command),
+        Some(Command::Bridge(command)) => commands::bridge::run(command),
+        Some(Command::Herdr(command)) => commands::herdr::run(command),
+        Some(Command::Logs(command)) => paths().and_then(|p| commands::logs::run(&p, &command)),
+        Some(Command::Tools(command)) => commands::tools::run(command),
         Some(Command::Doctor(args)) => {
-            let row = commands::config::doctor_row();
-            commands::doctor::doctor(&args, row)
+            let rows = commands::config::doctor_rows();
+            commands::doctor::doctor(&args, rows)
         }
     };
     match result {

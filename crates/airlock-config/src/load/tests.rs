@@ -167,7 +167,7 @@ fn cfg(text: &str) -> ConfigFile {
 fn layering_nothing_gives_defaults() {
     assert_eq!(Profile::layer(None, None), Profile::default());
     let p = Profile::default();
-    assert_eq!(p.network, NetworkMode::Host);
+    assert_eq!(p.network, NetworkMode::Proxy);
     assert!(p.hide_env_files);
     assert!(!p.nested_namespaces);
 }
@@ -434,4 +434,77 @@ fn mutated_files_never_panic_and_errors_name_the_file() {
             assert!(msg.contains("/fuzz/.airlock.toml"), "{msg}");
         }
     }
+}
+
+#[test]
+fn network_table_parses_and_rejects_unknown_keys() {
+    let c = cfg(r#"
+        [network]
+        preset = "deny-all"
+        allow = ["*.example.com", "10.0.0.5:5432"]
+        deny = ["evil.com"]
+        allow_private = true
+        resolve = { "db.internal" = "10.0.0.5", "v6.internal" = "::1" }
+        "#);
+    let n = &c.network;
+    assert_eq!(n.preset, Some(crate::EgressPreset::DenyAll));
+    assert_eq!(n.allow, ["*.example.com", "10.0.0.5:5432"]);
+    assert_eq!(n.deny, ["evil.com"]);
+    assert_eq!(n.allow_private, Some(true));
+    assert_eq!(n.resolve["v6.internal"].to_string(), "::1");
+    let msg = parse_err("[network]\nallow_privat = true\n");
+    assert_contains(
+        &msg,
+        &[
+            "/proj/.airlock.toml",
+            "allow_privat",
+            "`allow_private`",
+            "`resolve`",
+        ],
+    );
+    let msg = parse_err("[network]\npreset = \"open\"\n");
+    assert_contains(&msg, &["open", "balanced", "allow-all", "deny-all"]);
+    let msg = parse_err("[network]\nresolve = { \"a.test\" = \"not-an-ip\" }\n");
+    assert_contains(&msg, &["/proj/.airlock.toml", "not-an-ip"]);
+    assert_eq!(
+        cfg("[sandbox]\nnetwork = \"proxy\"\n").sandbox.network,
+        Some(NetworkMode::Proxy)
+    );
+}
+
+#[test]
+fn network_layering_overrides_scalars_appends_lists_merges_maps() {
+    let g = cfg(r#"
+        [network]
+        preset = "deny-all"
+        allow_private = true
+        allow = ["a.example"]
+        deny = ["d.example"]
+        resolve = { "x.test" = "10.0.0.1", "y.test" = "10.0.0.2" }
+        "#);
+    let p = cfg(r#"
+        [network]
+        preset = "allow-all"
+        allow = ["b.example"]
+        resolve = { "y.test" = "10.0.0.3" }
+        "#);
+    let (gp, pp) = (Path::new("/g.toml"), Path::new("/p/.airlock.toml"));
+    let e = Profile::layer(Some((gp, &g)), Some((pp, &p))).egress;
+    assert_eq!(e.preset, crate::EgressPreset::AllowAll, "project wins");
+    assert!(
+        e.allow_private,
+        "global kept when the project does not set it"
+    );
+    let tagged = |rule: &str, origin: &Path| crate::EgressRule {
+        rule: rule.into(),
+        origin: origin.into(),
+    };
+    assert_eq!(e.allow, [tagged("a.example", gp), tagged("b.example", pp)]);
+    assert_eq!(e.deny, [tagged("d.example", gp)]);
+    let resolve: Vec<String> = e.resolve.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    assert_eq!(resolve, ["x.test=10.0.0.1", "y.test=10.0.0.3"]);
+    assert_eq!(
+        Profile::default().egress.preset,
+        crate::EgressPreset::Balanced
+    );
 }

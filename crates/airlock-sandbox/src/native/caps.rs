@@ -95,7 +95,7 @@ fn prctl(option: libc::c_int, arg2: libc::c_ulong, arg3: libc::c_ulong) -> io::R
 
 #[cfg(test)]
 mod tests {
-    use super::super::seccomp::forked::assert_ok;
+    use super::super::forked::assert_ok;
     use super::*;
 
     #[test]

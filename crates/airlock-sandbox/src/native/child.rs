@@ -15,6 +15,7 @@ use nix::unistd::{ForkResult, Pid, fork};
 
 use super::{caps, landlock, net, rootfs, seccomp};
 use crate::spec::{MountOp, SandboxSpec};
+use airlock_config::NetworkMode;
 
 /// Exit code of a workload whose sandbox could not be set up.
 pub const SETUP_FAILED: i32 = 125;
@@ -23,7 +24,7 @@ pub const SETUP_FAILED: i32 = 125;
 pub struct ChildPlan {
     pub mounts: Vec<MountOp>,
     pub hostname: String,
-    pub network_none: bool,
+    pub network: NetworkMode,
     pub cwd: CString,
     pub argv: Vec<CString>,
     pub env: Vec<CString>,
@@ -63,7 +64,7 @@ impl ChildPlan {
         Ok(ChildPlan {
             mounts: spec.mounts.clone(),
             hostname: spec.hostname.clone(),
-            network_none: spec.network == airlock_config::NetworkMode::None,
+            network: spec.network,
             cwd: c(&spec.cwd.to_string_lossy(), "the working directory")?,
             argv,
             env,
@@ -81,6 +82,26 @@ pub fn send(sock: RawFd, kind: u8, body: &[u8]) {
     let iov = [IoSlice::new(&head), IoSlice::new(body)];
     let _ =
         nix::sys::socket::sendmsg::<()>(sock, &iov, &[], nix::sys::socket::MsgFlags::empty(), None);
+}
+
+/// Sends one message carrying a file descriptor (SCM_RIGHTS).
+fn send_fd(sock: RawFd, kind: u8, passed: RawFd) {
+    let head = [kind];
+    let iov = [IoSlice::new(&head)];
+    let fds = [passed];
+    let cmsg = [nix::sys::socket::ControlMessage::ScmRights(&fds)];
+    if let Err(e) = nix::sys::socket::sendmsg::<()>(
+        sock,
+        &iov,
+        &cmsg,
+        nix::sys::socket::MsgFlags::empty(),
+        None,
+    ) {
+        die(
+            sock,
+            &format!("cannot hand the egress listener to the supervisor: {e}"),
+        );
+    }
 }
 
 fn die(sock: RawFd, message: &str) -> ! {
@@ -107,10 +128,24 @@ pub fn main(plan: &ChildPlan, sock: OwnedFd) -> ! {
     if let Err(e) = rootfs::build(&plan.mounts, &plan.hostname) {
         die(fd, &e.to_string());
     }
-    if plan.network_none
+    if plan.network != NetworkMode::Host
         && let Err(e) = net::loopback_up()
     {
         die(fd, &format!("cannot bring up the loopback interface: {e}"));
+    }
+    if plan.network == NetworkMode::Proxy {
+        // The supervisor serves the proxy on this socket: it is reachable from inside this network
+        // namespace only, and no forwarder process runs in the sandbox.
+        match net::egress_listener(net::EGRESS_PORT) {
+            Ok(listener) => send_fd(fd, b'L', listener.as_raw_fd()),
+            Err(e) => die(
+                fd,
+                &format!(
+                    "cannot open the egress listener on 127.0.0.1:{}: {e}",
+                    net::EGRESS_PORT
+                ),
+            ),
+        }
     }
     init(plan, fd)
 }
@@ -214,7 +249,26 @@ fn workload(plan: &ChildPlan, sock: RawFd) -> ! {
     if let Err(e) = plan.seccomp.install() {
         die(sock, &format!("cannot install the seccomp filter: {e}"));
     }
+    close_inherited_fds();
     exec(plan)
+}
+
+/// Closes every descriptor but stdin, stdout and stderr: one the developer's shell left open (to a
+/// secret file, a socket, a host terminal) must not reach the agent.
+fn close_inherited_fds() {
+    // SAFETY: close_range only closes descriptors; nothing after this point uses any of them.
+    let ret = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
+    if ret < 0 {
+        // Kernels before 5.9: close one by one up to the descriptor limit.
+        let max = match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE) {
+            Ok((soft, _)) => soft.min(1 << 20) as i32,
+            Err(_) => 1024,
+        };
+        for fd in 3..max {
+            // SAFETY: closing a descriptor that may not exist is harmless.
+            unsafe { libc::close(fd) };
+        }
+    }
 }
 
 /// `execvpe` over the sandbox's PATH (glibc's would search the parent's).

@@ -150,7 +150,7 @@ fn open(path: &Path) -> Result<PathFd, LandlockError> {
 mod tests {
     use std::io::Write;
 
-    use super::super::seccomp::forked::assert_ok;
+    use super::super::forked::assert_ok;
     use super::*;
 
     #[test]

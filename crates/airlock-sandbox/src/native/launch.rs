@@ -51,10 +51,27 @@ const FORWARDED: [Signal; 4] = [
     Signal::SIGQUIT,
 ];
 
+/// The gates the supervisor runs for a sandbox while it lives (the egress proxy for now).
+pub trait Gates {
+    /// Serve the egress proxy on `listener`, a socket inside the sandbox's network namespace.
+    /// Called once in proxy mode, before the workload can connect; an error stops the sandbox.
+    fn serve_egress(&mut self, listener: std::net::TcpListener) -> Result<(), String>;
+}
+
+/// No gates: for host and none network modes.
+pub struct NoGates;
+
+impl Gates for NoGates {
+    fn serve_egress(&mut self, _listener: std::net::TcpListener) -> Result<(), String> {
+        Err("this launch has no egress proxy configured".into())
+    }
+}
+
 /// Launches `spec` with the native backend and waits for its workload.
 ///
-/// Must be called while the process is single-threaded (the child allocates after the clone).
-pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
+/// Must be called while the process is single-threaded (the child allocates after the clone); the
+/// gates may start threads, since they are called after the clone.
+pub fn run(spec: &SandboxSpec, gates: &mut dyn Gates) -> Result<Outcome, LaunchError> {
     let plan = ChildPlan::new(spec).map_err(LaunchError::Plan)?;
     let (parent_end, child_end) = socketpair(
         AddressFamily::Unix,
@@ -72,7 +89,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     let mut previous = SigSet::empty();
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&blocked), Some(&mut previous))
         .map_err(|e| LaunchError::Start(e.into()))?;
-    let result = clone_and_wait(spec, &plan, parent_end, child_end, &blocked);
+    let result = clone_and_wait(spec, &plan, parent_end, child_end, gates);
     let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&previous), None);
     result
 }
@@ -83,7 +100,7 @@ fn namespaces(spec: &SandboxSpec) -> libc::c_int {
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS;
-    if spec.network == airlock_config::NetworkMode::None {
+    if spec.network != airlock_config::NetworkMode::Host {
         flags |= libc::CLONE_NEWNET;
     }
     flags
@@ -94,7 +111,7 @@ fn clone_and_wait(
     plan: &ChildPlan,
     parent_end: OwnedFd,
     child_end: OwnedFd,
-    blocked: &SigSet,
+    gates: &mut dyn Gates,
 ) -> Result<Outcome, LaunchError> {
     // SAFETY: the caller guarantees a single-threaded process; the child never returns.
     let cloned = unsafe { sys::clone_process(namespaces(spec)) };
@@ -119,7 +136,7 @@ fn clone_and_wait(
         return Err(e);
     }
     nix::unistd::write(&parent_end, b"G").map_err(|e| LaunchError::Start(e.into()))?;
-    supervise(&pidfd, &parent_end, blocked)
+    supervise(&pidfd, &parent_end, gates)
 }
 
 /// Step 2: `setgroups` = deny first (required before gid_map for an unprivileged caller), then the
@@ -137,12 +154,15 @@ fn write_id_maps(pid: libc::pid_t, uid: u32, gid: u32) -> Result<(), LaunchError
 }
 
 /// Step 6: forward signals, collect the workload's status, wait for init.
-fn supervise(pidfd: &OwnedFd, sock: &OwnedFd, blocked: &SigSet) -> Result<Outcome, LaunchError> {
+fn supervise(
+    pidfd: &OwnedFd,
+    sock: &OwnedFd,
+    gates: &mut dyn Gates,
+) -> Result<Outcome, LaunchError> {
     let mut forwarded = SigSet::empty();
     for s in FORWARDED {
         forwarded.add(s);
     }
-    let _ = blocked;
     let sfd = SignalFd::with_flags(&forwarded, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
         .map_err(|e| LaunchError::Start(e.into()))?;
     let mut report = Report::default();
@@ -168,6 +188,16 @@ fn supervise(pidfd: &OwnedFd, sock: &OwnedFd, blocked: &SigSet) -> Result<Outcom
         let (init_done, signal_ready, sock_ready) = (ready(0), ready(1), ready(2));
         if sock_ready {
             sock_open = report.read(sock);
+            if let Some(listener) = report.listener.take()
+                && let Err(e) = gates.serve_egress(listener)
+            {
+                // Fail closed: a sandbox in proxy mode never runs without its proxy.
+                let _ = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
+                wait_pidfd(pidfd);
+                return Err(LaunchError::Setup(format!(
+                    "cannot start the egress proxy: {e}"
+                )));
+            }
         }
         if signal_ready {
             while let Ok(Some(info)) = sfd.read_signal() {
@@ -191,19 +221,35 @@ fn supervise(pidfd: &OwnedFd, sock: &OwnedFd, blocked: &SigSet) -> Result<Outcom
 struct Report {
     error: Option<String>,
     outcome: Option<Outcome>,
+    listener: Option<std::net::TcpListener>,
 }
 
 impl Report {
     /// Reads one message; false once the socket has nothing more to give.
     fn read(&mut self, sock: &OwnedFd) -> bool {
+        use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
         let mut buf = [0u8; 8192];
-        let n = match nix::sys::socket::recv(
+        let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+        let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+        let (n, passed) = match recvmsg::<()>(
             sock.as_raw_fd(),
-            &mut buf,
-            nix::sys::socket::MsgFlags::MSG_DONTWAIT,
+            &mut iov,
+            Some(&mut cmsg),
+            MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC,
         ) {
-            Ok(0) | Err(_) => return false,
-            Ok(n) => n,
+            Ok(msg) if msg.bytes == 0 => return false,
+            Ok(msg) => {
+                let mut passed = None;
+                if let Ok(cmsgs) = msg.cmsgs() {
+                    for c in cmsgs {
+                        if let ControlMessageOwned::ScmRights(fds) = c {
+                            passed = fds.first().copied();
+                        }
+                    }
+                }
+                (msg.bytes, passed)
+            }
+            Err(_) => return false,
         };
         let code = |b: &[u8]| {
             b.get(..4)
@@ -216,6 +262,12 @@ impl Report {
             }
             b'X' => self.outcome = code(&buf[1..n]).map(Outcome::Exited),
             b'S' => self.outcome = code(&buf[1..n]).map(Outcome::Signaled),
+            b'L' => {
+                // SAFETY: SCM_RIGHTS just installed this descriptor in our table; we own it now.
+                self.listener = passed.map(|fd| unsafe {
+                    <std::net::TcpListener as std::os::fd::FromRawFd>::from_raw_fd(fd)
+                });
+            }
             _ => {}
         }
         true

@@ -6,6 +6,8 @@
 
 pub mod caps;
 mod child;
+#[cfg(test)]
+mod forked;
 pub mod landlock;
 mod launch;
 mod net;
@@ -14,4 +16,5 @@ pub mod seccomp;
 mod sys;
 
 pub use child::SETUP_FAILED;
-pub use launch::{LaunchError, Outcome, run};
+pub use launch::{Gates, LaunchError, NoGates, Outcome, run};
+pub use net::EGRESS_PORT;

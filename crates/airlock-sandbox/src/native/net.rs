@@ -31,3 +31,12 @@ pub fn loopback_up() -> io::Result<()> {
     }
     Ok(())
 }
+
+/// The port the egress proxy listens on inside the sandbox's own network namespace (nothing else
+/// can be bound there, so a fixed, conventional port is free).
+pub const EGRESS_PORT: u16 = 3128;
+
+/// Opens the egress listener on 127.0.0.1 inside the sandbox's network namespace.
+pub fn egress_listener(port: u16) -> io::Result<std::net::TcpListener> {
+    std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port))
+}

@@ -125,18 +125,27 @@ pub const MOUNT_ATTR_NOSUID: u64 = 0x02;
 pub const MOUNT_ATTR_NODEV: u64 = 0x04;
 pub const MOUNT_ATTR_NOEXEC: u64 = 0x08;
 
-/// A new, detached filesystem instance (`fsopen` + string options + `fsmount` with `attrs`).
+const FSCONFIG_SET_FLAG: libc::c_uint = 0;
+
+/// A new, detached filesystem instance (`fsopen` + options + `fsmount` with `attrs`). An option
+/// with an empty value is a flag (`FSCONFIG_SET_FLAG`).
 pub fn new_fs(fstype: &CStr, options: &[(&CStr, &CStr)], attrs: u64) -> io::Result<OwnedFd> {
     // SAFETY: valid C strings for the duration of each call.
     let ctx = owned(unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) })?;
     for (key, value) in options {
+        let (cmd, value) = if value.is_empty() {
+            (FSCONFIG_SET_FLAG, std::ptr::null())
+        } else {
+            (FSCONFIG_SET_STRING, value.as_ptr())
+        };
+        // SAFETY: valid C strings (or null for a flag) for the duration of the call.
         check(unsafe {
             libc::syscall(
                 libc::SYS_fsconfig,
                 ctx.as_raw_fd(),
-                FSCONFIG_SET_STRING,
+                cmd,
                 key.as_ptr(),
-                value.as_ptr(),
+                value,
                 0,
             )
         })?;

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use airlock_config::{LoadedConfig, ProjectFile, XdgPaths};
+use airlock_config::{LoadedConfig, NetworkMode, ProjectFile, XdgPaths};
 use anyhow::{Context, bail};
 
 use airlock_sandbox::doctor::{Check, Status};
@@ -75,34 +75,70 @@ fn sources(paths: &XdgPaths, loaded: &LoadedConfig) -> Vec<String> {
     ]
 }
 
-/// The `config` row of `airlock doctor`: do the files parse, and is the project file trusted?
-pub fn doctor_row() -> Check {
+/// The `config` and `network` rows of `airlock doctor`: do the files parse, is the project file
+/// trusted, and which network mode and egress policy a run here gets.
+pub fn doctor_rows() -> Vec<Check> {
     let result = XdgPaths::from_env()
         .map_err(anyhow::Error::from)
         .and_then(|paths| load_for_cwd(&paths));
-    match result {
-        Ok((_, loaded)) => {
-            let warnings = loaded.warnings();
-            Check {
+    let loaded = match result {
+        Ok((_, loaded)) => loaded,
+        Err(e) => {
+            return vec![Check {
                 name: "config",
-                status: if warnings.is_empty() {
-                    Status::Ok
-                } else {
-                    Status::Warn
-                },
-                detail: if warnings.is_empty() {
-                    "config files are valid".into()
-                } else {
-                    warnings.join("; ")
-                },
-                fix: None,
-            }
+                status: Status::Fail,
+                detail: format!("{e:#}"),
+                fix: Some(
+                    "fix the file named above (`airlock config init` prints every key)".into(),
+                ),
+            }];
         }
-        Err(e) => Check {
-            name: "config",
-            status: Status::Fail,
-            detail: format!("{e:#}"),
-            fix: Some("fix the file named above (`airlock config init` prints every key)".into()),
+    };
+    let warnings = loaded.warnings();
+    let config = Check {
+        name: "config",
+        status: if warnings.is_empty() {
+            Status::Ok
+        } else {
+            Status::Warn
         },
+        detail: if warnings.is_empty() {
+            "config files are valid".into()
+        } else {
+            warnings.join("; ")
+        },
+        fix: None,
+    };
+    vec![config, network_row(&loaded.profile)]
+}
+
+fn network_row(profile: &airlock_config::Profile) -> Check {
+    let egress = &profile.egress;
+    let policy = airlock_egress::EgressPolicy::from_settings(egress, &[], &[]);
+    let (status, detail, fix) = match (profile.network, policy) {
+        (_, Err(e)) => (Status::Fail, e.to_string(), Some("fix the rule named above".to_owned())),
+        (NetworkMode::Proxy, Ok(_)) => (
+            Status::Ok,
+            format!(
+                "proxy: preset {}, {} allow and {} deny rules{}",
+                egress.preset.as_str(),
+                egress.allow.len(),
+                egress.deny.len(),
+                if egress.allow_private { ", private addresses allowed" } else { "" }
+            ),
+            None,
+        ),
+        (NetworkMode::None, Ok(_)) => (Status::Ok, "none: loopback only".to_owned(), None),
+        (NetworkMode::Host, Ok(_)) => (
+            Status::Warn,
+            "host: the sandbox shares the host's network, unfiltered".to_owned(),
+            Some("set [sandbox] network = \"proxy\" (the default) unless a task needs the host's network".to_owned()),
+        ),
+    };
+    Check {
+        name: "network",
+        status,
+        detail,
+        fix,
     }
 }

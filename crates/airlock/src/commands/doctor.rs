@@ -10,10 +10,10 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
-/// Runs the host checks after `config_check` (the config-validity row), prints them and returns the
-/// exit code: 1 if any row failed, else 0.
-pub fn doctor(args: &DoctorArgs, config_check: Check) -> anyhow::Result<i32> {
-    let mut checks = vec![config_check];
+/// Runs the host checks after `config_checks` (config validity and the network policy), prints them
+/// and returns the exit code: 1 if any row failed, else 0.
+pub fn doctor(args: &DoctorArgs, config_checks: Vec<Check>) -> anyhow::Result<i32> {
+    let mut checks = config_checks;
     checks.extend(run_checks());
     if args.json {
         println!("{}", serde_json::to_string_pretty(&checks)?);

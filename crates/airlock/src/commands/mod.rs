@@ -1,7 +1,11 @@
 //! One module per subcommand: parse results in, rendered output and an exit code out.
 
+pub mod bridge;
 pub mod config;
 pub mod doctor;
+pub mod herdr;
+pub mod logs;
 pub mod run;
 pub mod sandboxes;
+pub mod tools;
 pub mod trust;

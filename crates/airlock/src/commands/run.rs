@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use airlock_config::{NetworkMode, XdgPaths};
+use airlock_egress::{EgressPolicy, ProxyHandle};
 use airlock_sandbox::native::{self, LaunchError, Outcome};
 use airlock_sandbox::state::{self, CloseOutcome};
 use airlock_sandbox::{HostFacts, RunRequest, host};
@@ -23,11 +24,23 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let request = RunRequest {
         argv: args.command.clone(),
         network: args.network.map(|n| match n {
+            NetworkArg::Proxy => NetworkMode::Proxy,
             NetworkArg::Host => NetworkMode::Host,
             NetworkArg::None => NetworkMode::None,
         }),
+        allow_hosts: args.allow_hosts.clone(),
+        deny_hosts: args.deny_hosts.clone(),
     };
     let spec = airlock_sandbox::build(&loaded.profile, &facts, &request)?;
+    // Rules are checked before anything is created, so a bad rule leaves nothing behind.
+    let policy = match &spec.egress {
+        Some(egress) => Some(EgressPolicy::from_settings(
+            &egress.settings,
+            &egress.allow_hosts,
+            &egress.deny_hosts,
+        )?),
+        None => None,
+    };
     if args.print_spec {
         println!("{}", serde_json::to_string_pretty(&spec)?);
         return Ok(0);
@@ -45,10 +58,27 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             spec.state_root.display()
         );
     }
+    let mut spec = spec;
     let session = state::open_session(&paths.sandboxes_dir(), &paths.locks_dir(), &spec.project)?;
     let created_now = session.created_now;
     let dir = session.dir.clone();
-    let launched = native::run(&spec);
+    let lease = match prepare_state(&mut spec) {
+        Ok(lease) => lease,
+        Err(e) => {
+            let _ = session.close(created_now);
+            return Err(e);
+        }
+    };
+    let mut gates = EgressGate {
+        policy,
+        log: spec.egress.as_ref().map(|e| e.log.clone()),
+        proxy: None,
+    };
+    let launched = native::run(&spec, &mut gates);
+    drop(lease);
+    if let Some(proxy) = gates.proxy.take() {
+        proxy.shutdown();
+    }
     let remove = args.rm || (created_now && launched.is_err());
     match session.close(remove) {
         Ok(CloseOutcome::KeptInUse) if args.rm => {
@@ -65,6 +95,60 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         Ok(Outcome::Signaled(signal)) => reraise(signal),
         Err(LaunchError::Setup(message)) => bail!("sandbox setup failed: {message}"),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Takes the overlay lease (or demotes this session's overlays to throwaway ones) and performs the
+/// spec's host-side prepare steps.
+fn prepare_state(
+    spec: &mut airlock_sandbox::SandboxSpec,
+) -> anyhow::Result<Option<state::OverlayLease>> {
+    let persistent = spec.mounts.iter().any(|op| {
+        matches!(
+            op,
+            airlock_sandbox::MountOp::Overlay {
+                upper: airlock_sandbox::Upper::Persistent { .. },
+                ..
+            }
+        )
+    });
+    let lease = if persistent {
+        let lease = state::lease_overlays(&spec.state_root)?;
+        if lease.is_none() {
+            let n = spec.demote_persistent_uppers();
+            let dirs = if n == 1 { "directory" } else { "directories" };
+            eprintln!(
+                "airlock: another session of this project owns its overlay layers: writes to the {n} \
+                 overlay-mode tool {dirs} are discarded when this session ends"
+            );
+        }
+        lease
+    } else {
+        None
+    };
+    state::prepare(&spec.prepare)?;
+    Ok(lease)
+}
+
+/// Serves the egress proxy on the listener the sandbox hands over (proxy mode only).
+struct EgressGate {
+    policy: Option<EgressPolicy>,
+    log: Option<PathBuf>,
+    proxy: Option<ProxyHandle>,
+}
+
+impl native::Gates for EgressGate {
+    fn serve_egress(&mut self, listener: std::net::TcpListener) -> Result<(), String> {
+        let (Some(policy), Some(log)) = (self.policy.take(), self.log.clone()) else {
+            return Err("no egress policy was prepared for this sandbox".into());
+        };
+        if let Some(dir) = log.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        let proxy = airlock_egress::spawn(listener, policy, log).map_err(|e| e.to_string())?;
+        self.proxy = Some(proxy);
+        Ok(())
     }
 }
 

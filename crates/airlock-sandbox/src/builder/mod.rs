@@ -1,13 +1,21 @@
 //! The spec builder: a [`Profile`] and [`HostFacts`] in, a [`SandboxSpec`] out. Pure: no I/O.
 
-use std::collections::BTreeMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
-use airlock_config::{MountMode, NetworkMode, Profile, ProfileMount};
+use airlock_config::{NetworkMode, Profile};
 
-use crate::host::{HostFacts, MountSource, PathKind};
-use crate::spec::{MountOp, SandboxSpec, SeccompPolicy};
+use crate::contrib::Contributions;
+use crate::host::{HostFacts, PathKind};
+use crate::spec::{EgressSpec, MountOp, SandboxSpec, SeccompPolicy};
+
+pub mod bridge;
+mod custom;
+mod env;
+mod tools;
+
 use crate::state::sandbox_name;
+use custom::{covers, custom_mounts};
+use env::{environment, proxy_environment};
 
 /// What the user asked for on the command line.
 #[derive(Debug, Clone, Default)]
@@ -16,6 +24,10 @@ pub struct RunRequest {
     pub argv: Vec<String>,
     /// `--network`, overriding the config.
     pub network: Option<NetworkMode>,
+    /// `--allow-host` rules.
+    pub allow_hosts: Vec<String>,
+    /// `--deny-host` rules.
+    pub deny_hosts: Vec<String>,
 }
 
 /// Why no spec could be built. Each message names the offending value and what to do.
@@ -77,30 +89,21 @@ pub enum SpecError {
     ReservedEnv(String),
 }
 
-/// Environment variables copied from the host when set (besides `env_passthrough`).
-const ENV_FROM_HOST: &[&str] = &["TERM", "COLORTERM", "LANG", "LANGUAGE", "TZ"];
-
-/// Environment variables airlock sets itself.
-const ENV_RESERVED: &[&str] = &[
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "SHELL",
-    "AIRLOCK",
-    "AIRLOCK_PROJECT",
-    "XDG_CONFIG_HOME",
-    "XDG_DATA_HOME",
-    "XDG_STATE_HOME",
-    "XDG_CACHE_HOME",
-];
-
-const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-/// Builds the spec of one launch.
+/// Builds the spec of one launch without tool contributions.
 pub fn build(
     profile: &Profile,
     host: &HostFacts,
     request: &RunRequest,
+) -> Result<SandboxSpec, SpecError> {
+    build_with_tools(profile, host, request, &Contributions::default())
+}
+
+/// Builds the spec of one launch, with what the detected tools contribute.
+pub fn build_with_tools(
+    profile: &Profile,
+    host: &HostFacts,
+    request: &RunRequest,
+    contrib: &Contributions,
 ) -> Result<SandboxSpec, SpecError> {
     check_project(&host.project, &host.home)?;
     let name = sandbox_name(&host.project);
@@ -162,6 +165,11 @@ pub fn build(
     for (op, what) in custom {
         plan.push(op, what);
     }
+    let tools = tools::plan(contrib, &state_root, &plan);
+    writable.extend(tools.writable);
+    for op in tools.ops {
+        plan.push(op, "a tool mount");
+    }
 
     let cwd = if host.cwd.starts_with(&host.project) {
         host.cwd.clone()
@@ -178,8 +186,31 @@ pub fn build(
     } else {
         request.argv.clone()
     };
+    let network = request.network.unwrap_or(profile.network);
+    let egress = (network == NetworkMode::Proxy).then(|| EgressSpec {
+        url: format!("http://127.0.0.1:{}", crate::native::EGRESS_PORT),
+        log: state_root.join("logs").join("network.jsonl"),
+        allow_hosts: request.allow_hosts.clone(),
+        deny_hosts: request.deny_hosts.clone(),
+        settings: profile.egress.clone(),
+    });
+    let mut env = environment(profile, host, &name, &shell)?;
+    for (key, value) in &contrib.env {
+        if !env::is_reserved(key) {
+            env.insert(key.clone(), value.clone());
+        }
+    }
+    let path = env.get("PATH").cloned().unwrap_or_default();
+    let bridge = bridge::plan(profile, host, &state_root, &path);
+    env.extend(bridge.env);
+    for op in bridge.ops {
+        plan.push(op, "the host bridge");
+    }
+    if let Some(egress) = &egress {
+        proxy_environment(&mut env, &egress.url);
+    }
     Ok(SandboxSpec {
-        env: environment(profile, host, &name, &shell)?,
+        env,
         name,
         project: host.project.clone(),
         state_root,
@@ -188,9 +219,11 @@ pub fn build(
         uid: host.uid,
         gid: host.gid,
         hostname: host.hostname.clone(),
-        network: request.network.unwrap_or(profile.network),
+        network,
+        egress,
         mounts: plan.into_ordered(),
         writable,
+        prepare: [tools.prepare, bridge.prepare].concat(),
         seccomp: SeccompPolicy {
             nested_namespaces: profile.nested_namespaces,
         },
@@ -309,182 +342,4 @@ fn system_mounts(host: &HostFacts, plan: &mut MountPlan) {
         },
         "/dev",
     );
-}
-
-/// Whether `op` hides everything below its target (so a mask there is redundant).
-fn covers(op: &MountOp, path: &Path) -> bool {
-    matches!(op, MountOp::Tmpfs { .. }) && path.starts_with(op.target()) && path != op.target()
-}
-
-/// `path` without `.`/`..` components and trailing slashes, or None when it is not absolute or has `..`.
-fn normalize(path: &Path) -> Option<PathBuf> {
-    let mut out = PathBuf::from("/");
-    for component in path.components() {
-        match component {
-            Component::RootDir | Component::CurDir => {}
-            Component::Normal(name) => out.push(name),
-            Component::ParentDir | Component::Prefix(_) => return None,
-        }
-    }
-    path.is_absolute().then_some(out)
-}
-
-fn custom_mounts(
-    profile: &Profile,
-    host: &HostFacts,
-    plan: &MountPlan,
-) -> Result<Vec<(MountOp, &'static str)>, SpecError> {
-    // One entry per path: an exact repeat is dropped, a repeat with another mode is an error.
-    let mut chosen: BTreeMap<PathBuf, (&ProfileMount, &MountSource)> = BTreeMap::new();
-    for mount in &profile.mounts {
-        let not_absolute = || SpecError::MountNotAbsolute {
-            path: mount.path.clone(),
-            origin: mount.origin.clone(),
-        };
-        let source = host
-            .mount_sources
-            .get(&mount.path)
-            .ok_or_else(not_absolute)?;
-        let target = normalize(&source.path).ok_or_else(not_absolute)?;
-        if let Some((first, ..)) = chosen.get(&target) {
-            if first.mode == mount.mode {
-                continue;
-            }
-            return Err(SpecError::MountDuplicate {
-                path: target,
-                first: first.mode.as_str(),
-                first_origin: first.origin.clone(),
-                second: mount.mode.as_str(),
-                second_origin: mount.origin.clone(),
-            });
-        }
-        if let Some(what) = plan.owner_of(&target) {
-            return Err(SpecError::MountConflict {
-                path: target,
-                origin: mount.origin.clone(),
-                what,
-            });
-        }
-        chosen.insert(target, (mount, source));
-    }
-
-    let mut ops = Vec::new();
-    for (target, (mount, source)) in &chosen {
-        let origin = || mount.origin.clone();
-        let resolved = source
-            .resolved
-            .clone()
-            .unwrap_or_else(|| source.path.clone());
-        let (source, is_dir) = match source.kind {
-            PathKind::Dir => (resolved, true),
-            PathKind::File => (resolved, false),
-            PathKind::Missing | PathKind::Symlink { .. } => {
-                return Err(SpecError::MountMissing {
-                    path: target.clone(),
-                    origin: origin(),
-                });
-            }
-            PathKind::Other => {
-                return Err(SpecError::MountNotFileOrDir {
-                    path: target.clone(),
-                    origin: origin(),
-                });
-            }
-        };
-        let op = match mount.mode {
-            MountMode::Readonly | MountMode::Readwrite => MountOp::Bind {
-                source,
-                target: target.clone(),
-                writable: mount.mode == MountMode::Readwrite,
-            },
-            MountMode::Hidden if is_dir => MountOp::Tmpfs {
-                target: target.clone(),
-                writable: false,
-            },
-            MountMode::Hidden => MountOp::MaskFile {
-                target: target.clone(),
-            },
-            MountMode::Tmpfs if is_dir => MountOp::Tmpfs {
-                target: target.clone(),
-                writable: true,
-            },
-            MountMode::Tmpfs => {
-                return Err(SpecError::TmpfsOnFile {
-                    path: target.clone(),
-                    origin: origin(),
-                });
-            }
-        };
-        // An empty read-only directory cannot hold the mount points of what lies below it.
-        if let MountOp::Tmpfs {
-            writable: false, ..
-        } = op
-        {
-            let below = plan
-                .ops
-                .iter()
-                .map(|(op, _)| op.target())
-                .chain(chosen.keys().map(PathBuf::as_path))
-                .find(|t| t.starts_with(target) && *t != target.as_path());
-            if let Some(covered) = below {
-                return Err(SpecError::MountHides {
-                    path: target.clone(),
-                    origin: origin(),
-                    mode: mount.mode.as_str(),
-                    covered: covered.to_owned(),
-                });
-            }
-        }
-        ops.push((op, "a custom mount"));
-    }
-    Ok(ops)
-}
-
-fn environment(
-    profile: &Profile,
-    host: &HostFacts,
-    name: &str,
-    shell: &str,
-) -> Result<BTreeMap<String, String>, SpecError> {
-    let home = host.home.to_string_lossy().into_owned();
-    let mut env = BTreeMap::new();
-    for key in ENV_FROM_HOST {
-        if let Some(value) = host.env.get(*key) {
-            env.insert((*key).to_owned(), value.clone());
-        }
-    }
-    for (key, value) in &host.env {
-        if key.starts_with("LC_") {
-            env.insert(key.clone(), value.clone());
-        }
-    }
-    for key in &profile.env_passthrough {
-        if ENV_RESERVED.contains(&key.as_str()) {
-            return Err(SpecError::ReservedEnv(key.clone()));
-        }
-        if let Some(value) = host.env.get(key) {
-            env.insert(key.clone(), value.clone());
-        }
-    }
-    let path = host
-        .env
-        .get("PATH")
-        .map(String::as_str)
-        .unwrap_or(DEFAULT_PATH);
-    env.entry("PATH".into()).or_insert_with(|| path.to_owned());
-    for (key, value) in [
-        ("HOME", home.clone()),
-        ("USER", host.user.clone()),
-        ("LOGNAME", host.user.clone()),
-        ("SHELL", shell.to_owned()),
-        ("XDG_CONFIG_HOME", format!("{home}/.config")),
-        ("XDG_DATA_HOME", format!("{home}/.local/share")),
-        ("XDG_STATE_HOME", format!("{home}/.local/state")),
-        ("XDG_CACHE_HOME", format!("{home}/.cache")),
-        ("AIRLOCK", "1".into()),
-        ("AIRLOCK_PROJECT", name.to_owned()),
-    ] {
-        env.insert(key.into(), value);
-    }
-    Ok(env)
 }

@@ -1,0 +1,250 @@
+//! `airlock bridge daemon`: read the state, bind both listeners, record port and pid, serve until
+//! SIGTERM or SIGINT. Runs in the foreground under the supervisor (or by hand).
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::net::{TcpListener, UnixListener};
+
+use crate::audit::AuditLog;
+use crate::commands::{CommandConfigError, CommandTable};
+use crate::paths::{BridgePaths, PREFERRED_PORT, fits_sun_path};
+use crate::rate::Buckets;
+use crate::server::{self, Listeners};
+use crate::state::BridgeState;
+use crate::token::{Token, TokenError};
+
+/// Why the daemon did not start. Each says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("the bridge is not installed: {0} does not exist; run `airlock bridge install` first")]
+    NotInstalled(PathBuf),
+    #[error("{0}")]
+    Token(#[from] TokenError),
+    #[error("{path}: {error}")]
+    Config {
+        path: PathBuf,
+        error: Box<airlock_config::ConfigError>,
+    },
+    #[error("{path}: {error}")]
+    Command {
+        path: PathBuf,
+        error: CommandConfigError,
+    },
+    #[error(
+        "another bridge daemon is already serving {0}; stop it first (`airlock bridge status` shows it)"
+    )]
+    AlreadyRunning(PathBuf),
+    #[error("refusing to serve on {0}: the bridge listens on 127.0.0.1 only")]
+    NotLoopback(SocketAddr),
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+}
+
+fn io_error(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> DaemonError + use<> {
+    let path = path.to_owned();
+    move |source| DaemonError::Io { what, path, source }
+}
+
+/// Daemon settings from the command line.
+#[derive(Debug, Clone)]
+pub struct DaemonOptions {
+    /// The TCP port tried first (an ephemeral one when it is busy).
+    pub preferred_port: u16,
+}
+
+impl Default for DaemonOptions {
+    fn default() -> Self {
+        DaemonOptions {
+            preferred_port: PREFERRED_PORT,
+        }
+    }
+}
+
+/// The host commands from the global config file (a missing file means the built-ins only).
+pub fn load_commands(config_file: &Path) -> Result<CommandTable, DaemonError> {
+    let entries = if config_file.exists() {
+        airlock_config::parse_file(config_file)
+            .map_err(|error| DaemonError::Config {
+                path: config_file.to_owned(),
+                error: Box::new(error),
+            })?
+            .bridge
+            .commands
+    } else {
+        Default::default()
+    };
+    CommandTable::from_config(&entries).map_err(|error| DaemonError::Command {
+        path: config_file.to_owned(),
+        error,
+    })
+}
+
+/// Runs the daemon until SIGTERM/SIGINT. `notice` receives one-line status messages for stderr.
+pub fn run(
+    paths: &BridgePaths,
+    config_file: &Path,
+    options: &DaemonOptions,
+    notice: &dyn Fn(&str),
+) -> Result<(), DaemonError> {
+    if !paths.dir.is_dir() {
+        return Err(DaemonError::NotInstalled(paths.dir.clone()));
+    }
+    std::fs::set_permissions(&paths.dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(io_error("cannot set mode 0700 on", &paths.dir))?;
+    let token = Token::read(&paths.token())?;
+    let commands = load_commands(config_file)?;
+    let audit = AuditLog::open(&paths.log())
+        .map_err(io_error("cannot open the audit log", &paths.log()))?;
+    // One thread: the daemon is idle almost always, and a small footprint matters more.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(io_error("cannot start the async runtime for", &paths.dir))?;
+    runtime.block_on(async {
+        let tcp = bind_tcp(options.preferred_port).await?;
+        let port = tcp
+            .local_addr()
+            .map_err(io_error("cannot read the TCP address of", &paths.dir))?
+            .port();
+        let unix = bind_unix(paths, &audit, notice)?;
+        write_small(&paths.port(), &format!("{port}\n"))?;
+        write_small(&paths.pid(), &format!("{}\n", std::process::id()))?;
+        let message = match &unix {
+            Some(_) => format!(
+                "listening on {} and 127.0.0.1:{port} (pid {})",
+                paths.socket().display(),
+                std::process::id()
+            ),
+            None => format!(
+                "listening on 127.0.0.1:{port} only (pid {})",
+                std::process::id()
+            ),
+        };
+        audit.message(&message);
+        notice(&message);
+        let state = Arc::new(BridgeState {
+            token,
+            audit,
+            buckets: Buckets::default(),
+            commands,
+        });
+        server::serve(
+            Arc::clone(&state),
+            Listeners { tcp, unix },
+            shutdown_signal(),
+        )
+        .await;
+        if unix_is_ours(paths) {
+            let _ = std::fs::remove_file(paths.socket());
+        }
+        let _ = std::fs::remove_file(paths.pid());
+        state.audit.message("stopped");
+        notice("stopped");
+        Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+/// 127.0.0.1 on the preferred port, else an ephemeral one; anything but 127.0.0.1 is refused.
+async fn bind_tcp(preferred: u16) -> Result<TcpListener, DaemonError> {
+    let addr = |port| SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let listener = match TcpListener::bind(addr(preferred)).await {
+        Ok(listener) => listener,
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse => TcpListener::bind(addr(0))
+            .await
+            .map_err(io_error("cannot listen on", Path::new("127.0.0.1:0")))?,
+        Err(source) => {
+            return Err(DaemonError::Io {
+                what: "cannot listen on",
+                path: PathBuf::from(format!("127.0.0.1:{preferred}")),
+                source,
+            });
+        }
+    };
+    let local = listener.local_addr().map_err(io_error(
+        "cannot read the address of",
+        Path::new("the TCP listener"),
+    ))?;
+    if local.ip() != Ipv4Addr::LOCALHOST {
+        return Err(DaemonError::NotLoopback(local));
+    }
+    Ok(listener)
+}
+
+/// The unix socket, unless its path is too long (then TCP only, logged). A stale socket is
+/// replaced; a live one means another daemon runs, and this one refuses to start.
+fn bind_unix(
+    paths: &BridgePaths,
+    audit: &AuditLog,
+    notice: &dyn Fn(&str),
+) -> Result<Option<UnixListener>, DaemonError> {
+    let run_dir = paths.run_dir();
+    let socket = paths.socket();
+    if !fits_sun_path(&socket) {
+        let message = format!(
+            "unix socket {} is too long for a socket address; serving TCP only",
+            socket.display()
+        );
+        audit.message(&message);
+        notice(&message);
+        return Ok(None);
+    }
+    std::fs::create_dir_all(&run_dir).map_err(io_error("cannot create", &run_dir))?;
+    std::fs::set_permissions(&run_dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(io_error("cannot set mode 0700 on", &run_dir))?;
+    if std::fs::symlink_metadata(&socket).is_ok() {
+        if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+            return Err(DaemonError::AlreadyRunning(socket));
+        }
+        std::fs::remove_file(&socket)
+            .map_err(io_error("cannot remove the stale socket", &socket))?;
+    }
+    let listener = UnixListener::bind(&socket).map_err(io_error("cannot listen on", &socket))?;
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))
+        .map_err(io_error("cannot set mode 0600 on", &socket))?;
+    Ok(Some(listener))
+}
+
+/// Whether the socket file still names this daemon's listener (not one a newer daemon bound).
+fn unix_is_ours(paths: &BridgePaths) -> bool {
+    std::fs::read_to_string(paths.pid())
+        .is_ok_and(|pid| pid.trim() == std::process::id().to_string())
+}
+
+/// Writes a small 0644 file atomically.
+fn write_small(path: &Path, text: &str) -> Result<(), DaemonError> {
+    write_atomic(path, text.as_bytes(), 0o644).map_err(io_error("cannot write", path))
+}
+
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    use std::io::Write as _;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut file = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .permissions(std::fs::Permissions::from_mode(mode))
+        .tempfile_in(dir)?;
+    file.write_all(bytes)?;
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}

@@ -1,0 +1,90 @@
+//! The checks every route but `/healthz` passes, in the contract's order: method, token, bucket,
+//! body cap. Routes then decode strictly and validate.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Limited};
+use hyper::body::Body;
+use hyper::{Method, Request, StatusCode, header};
+
+use crate::routes::{BridgeRoute, Reply};
+use crate::state::BridgeState;
+
+/// How long the whole body may take to arrive.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs the gate for `route`; the body bytes when every check passed, else the refusal.
+pub async fn admit<B>(
+    state: &BridgeState,
+    route: BridgeRoute,
+    request: Request<B>,
+) -> Result<Bytes, Reply>
+where
+    B: Body<Data = Bytes>,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    if request.method() != Method::POST {
+        return Err(Reply::refuse(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("method {} is not allowed; use POST", request.method()),
+        ));
+    }
+    // Before the bucket, so a caller without the token cannot spend anyone's budget.
+    if !authorized(state, request.headers().get(header::AUTHORIZATION)) {
+        return Err(Reply::refuse(StatusCode::UNAUTHORIZED, "bad token"));
+    }
+    if !state.buckets.take(route.bucket()) {
+        return Err(Reply::refuse(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "rate limit: at most {}/s (burst {}) for this route; retry shortly",
+                route.bucket().limits().0,
+                route.bucket().limits().1
+            ),
+        ));
+    }
+    read_body(route.body_cap(), request.into_body()).await
+}
+
+fn authorized(state: &BridgeState, value: Option<&header::HeaderValue>) -> bool {
+    let Some(value) = value else { return false };
+    match value.as_bytes().strip_prefix(b"Bearer ") {
+        Some(presented) => state.token.matches(presented),
+        None => false,
+    }
+}
+
+/// Reads at most `cap` bytes: more is 413 (told apart from a malformed body, which is 400 later).
+pub async fn read_body<B>(cap: usize, body: B) -> Result<Bytes, Reply>
+where
+    B: Body<Data = Bytes>,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    let too_large = || {
+        Reply::refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body is larger than {cap} bytes"),
+        )
+    };
+    if body.size_hint().lower() > cap as u64 {
+        return Err(too_large());
+    }
+    match tokio::time::timeout(READ_TIMEOUT, Limited::new(body, cap).collect()).await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e))
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err(too_large())
+        }
+        Ok(Err(_)) => Err(Reply::bad_request("cannot read the request body")),
+        Err(_) => Err(Reply::refuse(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "request body did not arrive within {}s",
+                READ_TIMEOUT.as_secs()
+            ),
+        )),
+    }
+}

@@ -1,0 +1,140 @@
+//! The upstream's response to a plain HTTP request: its head is rewritten (hop-by-hop headers out,
+//! `Connection: close` in, so the client never expects to reuse the connection), interim `1xx`
+//! heads are passed on, and the body after the final head is spliced through untouched.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{ReadHalf, WriteHalf};
+
+use super::splice;
+use super::tunnel::Activity;
+
+/// Most header lines accepted in a response head.
+const MAX_RESPONSE_HEADERS: usize = 256;
+
+/// Relays the response: heads rewritten, the rest spliced. An upstream that does not speak HTTP/1.x
+/// gets the client a 502.
+pub(crate) async fn relay(
+    upstream: &mut ReadHalf<'_>,
+    client: &mut WriteHalf<'_>,
+    max_head: usize,
+    down: &Arc<AtomicU64>,
+    activity: &Activity,
+) -> io::Result<u64> {
+    let mut pending = Vec::with_capacity(8 * 1024);
+    loop {
+        let end = loop {
+            if let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                break end + 4;
+            }
+            if pending.len() >= max_head {
+                return bad_gateway(client, "a response head over the size limit").await;
+            }
+            let mut chunk = [0u8; 8 * 1024];
+            let n = upstream.read(&mut chunk).await?;
+            if n == 0 {
+                return bad_gateway(client, "no response (the connection closed)").await;
+            }
+            activity.touch();
+            pending.extend_from_slice(&chunk[..n]);
+        };
+        let Some((status, head)) = rewrite(&pending[..end]) else {
+            return bad_gateway(client, "an invalid response head").await;
+        };
+        client.write_all(&head).await?;
+        down.fetch_add(head.len() as u64, Ordering::Relaxed);
+        pending.drain(..end);
+        // 1xx heads (100 Continue, 103 Early Hints) are followed by the real one.
+        if !(100..200).contains(&status) {
+            break;
+        }
+    }
+    client.write_all(&pending).await?;
+    down.fetch_add(pending.len() as u64, Ordering::Relaxed);
+    let rest = splice::one_way(upstream.as_ref(), client.as_ref(), down, activity).await?;
+    Ok(rest)
+}
+
+async fn bad_gateway(client: &mut WriteHalf<'_>, what: &str) -> io::Result<u64> {
+    let body = format!("airlock egress proxy: the upstream server sent {what}\n");
+    let response = format!(
+        "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    client.write_all(response.as_bytes()).await?;
+    client.shutdown().await?;
+    Err(io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("the upstream server sent {what}"),
+    ))
+}
+
+/// The status and the head to send to the client, or `None` if it is not an HTTP/1.x response.
+pub(crate) fn rewrite(head: &[u8]) -> Option<(u16, Vec<u8>)> {
+    let mut headers = vec![httparse::EMPTY_HEADER; MAX_RESPONSE_HEADERS];
+    let mut response = httparse::Response::new(&mut headers);
+    match response.parse(head) {
+        Ok(httparse::Status::Complete(_)) => {}
+        _ => return None,
+    }
+    let status = response.code?;
+    let reason = response.reason.unwrap_or("");
+    let named: Vec<String> = response
+        .headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("connection"))
+        .filter_map(|h| std::str::from_utf8(h.value).ok())
+        .flat_map(|v| v.split(',').map(|t| t.trim().to_ascii_lowercase()))
+        .collect();
+    let mut out = format!("HTTP/1.1 {status} {reason}\r\n").into_bytes();
+    for h in response.headers.iter() {
+        let lower = h.name.to_ascii_lowercase();
+        let hop = matches!(
+            lower.as_str(),
+            "connection" | "keep-alive" | "te" | "trailer" | "upgrade"
+        ) || lower.starts_with("proxy-")
+            || (named.contains(&lower)
+                && lower != "content-length"
+                && lower != "transfer-encoding");
+        if hop {
+            continue;
+        }
+        out.extend_from_slice(h.name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(h.value);
+        out.extend_from_slice(b"\r\n");
+    }
+    if !(100..200).contains(&status) {
+        out.extend_from_slice(b"Connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    Some((status, out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_go_and_close_is_added() {
+        let (status, head) = rewrite(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive, X-Hop\r\nKeep-Alive: timeout=5\r\n\
+              X-Hop: 1\r\nProxy-Authenticate: Basic\r\nX-Kept: y\r\n\r\n",
+        )
+        .unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(
+            String::from_utf8(head).unwrap(),
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Kept: y\r\nConnection: close\r\n\r\n"
+        );
+        let (status, head) = rewrite(b"HTTP/1.1 100 Continue\r\n\r\n").unwrap();
+        assert_eq!(
+            (status, head.as_slice()),
+            (100, &b"HTTP/1.1 100 Continue\r\n\r\n"[..])
+        );
+        assert_eq!(rewrite(b"SSH-2.0-OpenSSH\r\n\r\n"), None);
+    }
+}

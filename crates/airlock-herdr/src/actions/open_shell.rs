@@ -1,0 +1,46 @@
+//! open-shell: a pane below the current one with a login shell inside the sandbox.
+
+use crate::app::{App, Outcome};
+use crate::error::{PluginError, Result};
+use crate::naming::pane_command;
+
+pub fn run(app: &App) -> Result<Outcome> {
+    app.config()?;
+    let m = super::target_mapping(app)?;
+    if m.lifecycle_state.without_sandbox() {
+        return Err(PluginError::target(format!(
+            "Sandbox {} does not exist yet (state {}). Run reconnect first.",
+            m.sandbox_name,
+            m.lifecycle_state.as_str()
+        )));
+    }
+    if m.deletion_in_progress() {
+        return Err(PluginError::conflict(format!(
+            "Another action is deleting {} right now.",
+            m.sandbox_name
+        )));
+    }
+    let herdr = app.herdr()?;
+    let source = app.focused_pane()?;
+    let pane = herdr.split_pane(
+        source.as_deref().or(Some(&m.pane_id)),
+        "down",
+        0.5,
+        Some(&m.workdir),
+        true,
+    )?;
+    let _ = herdr.rename_pane(&pane, &format!("airlock shell {}", &m.sandbox_name));
+    // The shell records the mapping's pane on its command line; it registers itself when it starts.
+    herdr.run_in_pane(
+        &pane,
+        &pane_command(&[], &app.bridge_argv("shell", &m.pane_id, None))?,
+    )?;
+    Ok(Outcome::default()
+        .field("paneId", pane.clone())
+        .field("mappedPaneId", m.pane_id.clone())
+        .field("sandboxName", m.sandbox_name.clone())
+        .line(format!(
+            "Opening a shell in {} (pane {pane}).",
+            m.sandbox_name
+        )))
+}

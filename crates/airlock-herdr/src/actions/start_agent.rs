@@ -1,0 +1,116 @@
+//! start-agent: a sandbox for the current worktree, a pane next to the focused one, the agent in it.
+
+use crate::app::{App, Outcome};
+use crate::config::{OpenIn, PaneDirection};
+use crate::context::mount_root;
+use crate::error::Result;
+use crate::launch::bridge_command;
+use crate::naming::{pane_command, sandbox_name};
+use crate::proc;
+use crate::store::{LifecycleState, MAPPING_VERSION, PaneMapping};
+
+pub fn run(app: &App) -> Result<Outcome> {
+    let config = app.config()?;
+    let ctx = app.context()?;
+    let root = mount_root(&ctx, &app.home)?;
+    let agent = config.agent(&config.agent_kind)?;
+    // Refuse a path the pane shell cannot quote before anything is created.
+    pane_command(&[], &app.bridge_argv("start", "probe", Some("0")))?;
+    crate::naming::shell_quote(&root.local_path)?;
+    let herdr = app.herdr()?;
+    let source = app.focused_pane()?;
+    let workspace = app.workspace()?;
+    let name = sandbox_name(
+        &config.sandbox_name_prefix,
+        &agent.kind,
+        &root.local_path,
+        source.as_deref().unwrap_or(""),
+    );
+    let short = &name[name.len() - 12..name.len() - 4];
+    let label = format!("airlock {} {short}", agent.kind);
+    let pane = match config.open_in {
+        OpenIn::Split => {
+            let direction = match config.pane_direction {
+                PaneDirection::Right => "right",
+                PaneDirection::Down => "down",
+            };
+            herdr.split_pane(
+                source.as_deref(),
+                direction,
+                config.pane_ratio,
+                Some(&root.workdir),
+                true,
+            )?
+        }
+        OpenIn::Tab => herdr.create_tab(workspace.as_deref(), Some(&root.workdir), Some(&label))?,
+    };
+    // herdr may hand out a pane id the pane shell cannot take: refuse before any state exists.
+    if let Err(e) = pane_command(&[], &app.bridge_argv("start", &pane, Some("0"))) {
+        let _ = herdr.close_pane(&pane);
+        return Err(e);
+    }
+    let previous = app.store.update(&pane, |slot| {
+        // herdr handed out a pane id that still has a mapping: carry its sandboxes over so a later
+        // forget-mapping or replace-sandbox deletes them too.
+        let previous: Vec<String> = slot
+            .as_ref()
+            .map(PaneMapping::deletion_targets)
+            .unwrap_or_default();
+        *slot = Some(PaneMapping {
+            version: MAPPING_VERSION,
+            pane_id: pane.clone(),
+            sandbox_name: name.clone(),
+            workspace_id: workspace.clone(),
+            agent_kind: agent.kind.clone(),
+            sbx_agent: agent.sbx_agent.clone(),
+            local_path: root.local_path.clone(),
+            workdir: root.workdir.clone(),
+            workspace_mode: config.workspace_mode,
+            lifecycle_state: LifecycleState::Provisional,
+            created_at: None,
+            updated_at: String::new(),
+            revision: String::new(),
+            source_pane_id: source.clone(),
+            replaces_sandbox_names: previous.clone(),
+            deleted_sandbox_names: Vec::new(),
+            last_error: None,
+            setup_script_ran_at: None,
+            last_connected_at: None,
+            adopted_from: None,
+            bridge: None,
+            shells: Vec::new(),
+            deletion: None,
+        });
+        Ok(previous)
+    })?;
+    let _ = herdr.rename_pane(&pane, &label);
+    let m = app.store.require(&pane)?;
+    herdr.run_in_pane(
+        &pane,
+        &bridge_command(app, &config, &m, "start", &pane, &proc::random_hex(8))?,
+    )?;
+    herdr.notify(
+        &format!("{} in a sandbox", agent.title),
+        &format!("{name} for {}", root.local_path),
+    );
+    Ok(Outcome::default()
+        .field("paneId", pane.clone())
+        .field("sourcePaneId", source)
+        .field("sandboxName", name.clone())
+        .field("agentKind", agent.kind.clone())
+        .field("localPath", root.local_path.clone())
+        .field("workdir", root.workdir.clone())
+        .field("workspaceMode", config.workspace_mode.as_str())
+        .field(
+            "openIn",
+            match config.open_in {
+                OpenIn::Split => "split",
+                OpenIn::Tab => "tab",
+            },
+        )
+        .field("previousSandboxNames", previous)
+        .line(format!(
+            "Starting {} in pane {pane}: sandbox {name} for {}.",
+            agent.title, root.local_path
+        )))
+}

@@ -1,0 +1,39 @@
+//! stop: `sbx stop`; the filesystem is kept. Refused while an agent is attached (it would be killed).
+
+use crate::app::{App, Outcome};
+use crate::backend::SandboxBackend as _;
+use crate::error::{ErrorKind, Result};
+use crate::lifecycle;
+use crate::store::LifecycleState;
+
+pub fn run(app: &App) -> Result<Outcome> {
+    let config = app.config()?;
+    let m = super::target_mapping(app)?;
+    let herdr = app.herdr()?;
+    let pane = herdr.get_pane(&m.pane_id)?;
+    lifecycle::guard_idle(&m, pane.as_ref(), true)?;
+    let sbx = app.sbx(&config)?;
+    match sbx.stop(&m.sandbox_name) {
+        Ok(()) => {}
+        Err(e) if e.kind == ErrorKind::NotFound => {
+            app.store.modify(&m.pane_id, |cur| {
+                cur.lifecycle_state = LifecycleState::Missing;
+                cur.record_error(&e);
+                Ok(())
+            })?;
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    }
+    app.store.modify(&m.pane_id, |cur| {
+        cur.lifecycle_state = LifecycleState::Stopped;
+        Ok(())
+    })?;
+    Ok(Outcome::default()
+        .field("paneId", m.pane_id.clone())
+        .field("sandboxName", m.sandbox_name.clone())
+        .line(format!(
+            "Stopped {}. reconnect starts it again.",
+            m.sandbox_name
+        )))
+}

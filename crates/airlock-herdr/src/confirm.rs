@@ -1,0 +1,222 @@
+//! The deletion popup handshake: a request file, herdr opens the popup pane, the pane writes a
+//! decision file; the action waits 60 s (`HERDR_SBX_CONFIRMATION_TIMEOUT_MS`). Stale files are swept.
+
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use crate::app::App;
+use crate::error::{ErrorKind, PluginError, Result};
+use crate::herdr::HerdrCli;
+use crate::proc;
+
+/// The popup's entrypoint id in herdr-plugin.toml.
+pub const POPUP_ENTRYPOINT: &str = "confirm-deletion";
+/// The environment variable that tells the popup which request it answers.
+pub const REQUEST_ENV: &str = "HERDR_SBX_CONFIRMATION_ID";
+pub const WINDOW: Duration = Duration::from_secs(60);
+/// Request and decision files older than this are removed by the sweep.
+const SWEEP_AGE: Duration = Duration::from_secs(600);
+
+/// What the popup shows.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfirmationRequest {
+    pub request_id: String,
+    pub action: String,
+    pub pane_ids: Vec<String>,
+    pub sandbox_names: Vec<String>,
+    pub created_at: String,
+    /// Milliseconds since the Unix epoch after which the answer no longer counts.
+    pub expires_at_ms: u64,
+}
+
+/// The popup's answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Decision {
+    pub request_id: String,
+    /// `confirmed` or `cancelled`.
+    pub decision: String,
+    pub decided_at: String,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn request_path(dir: &Path, id: &str) -> PathBuf {
+    dir.join(format!("{id}.request.json"))
+}
+
+fn decision_path(dir: &Path, id: &str) -> PathBuf {
+    dir.join(format!("{id}.decision.json"))
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("tmp.{}", proc::random_hex(4)));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(bytes)?;
+    drop(f);
+    std::fs::rename(&tmp, path)
+}
+
+/// Removes request and decision files older than the sweep age.
+pub fn sweep(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|m| SystemTime::now().duration_since(m).ok())
+            .is_some_and(|age| age > SWEEP_AGE);
+        if old {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// Asks the user to type DELETE; `Ok` only for a confirmation within the window, else `cancelled`.
+pub fn ask(
+    app: &App,
+    herdr: &HerdrCli,
+    action: &str,
+    pane_ids: &[String],
+    sandbox_names: &[String],
+) -> Result<()> {
+    let dir = app.store.confirmations_dir();
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| PluginError::startup(format!("Could not create {}: {e}.", dir.display())))?;
+    sweep(&dir);
+    let window = proc::env_duration("HERDR_SBX_CONFIRMATION_TIMEOUT_MS", WINDOW);
+    let id = proc::random_hex(8);
+    let request = ConfirmationRequest {
+        request_id: id.clone(),
+        action: action.to_owned(),
+        pane_ids: pane_ids.to_vec(),
+        sandbox_names: sandbox_names.to_vec(),
+        created_at: proc::now_iso(),
+        expires_at_ms: now_ms() + window.as_millis() as u64,
+    };
+    let req_path = request_path(&dir, &id);
+    write_atomic(
+        &req_path,
+        &serde_json::to_vec(&request).expect("serialisable"),
+    )
+    .map_err(|e| PluginError::startup(format!("Could not write {}: {e}.", req_path.display())))?;
+    let cleanup = || {
+        let _ = std::fs::remove_file(&req_path);
+        let _ = std::fs::remove_file(decision_path(&dir, &id));
+    };
+    if let Err(e) = herdr.open_plugin_pane(
+        &app.plugin_id,
+        POPUP_ENTRYPOINT,
+        &[(REQUEST_ENV.to_owned(), id.clone())],
+    ) {
+        cleanup();
+        return Err(e);
+    }
+    let deadline = Instant::now() + window;
+    let outcome = loop {
+        if let Ok(bytes) = std::fs::read(decision_path(&dir, &id)) {
+            break match serde_json::from_slice::<Decision>(&bytes) {
+                Ok(d) if d.request_id == id && d.decision == "confirmed" => Ok(()),
+                Ok(_) => Err(PluginError::new(
+                    ErrorKind::Cancelled,
+                    format!("The {action} confirmation was declined; nothing was deleted."),
+                )),
+                Err(e) => Err(PluginError::new(
+                    ErrorKind::Cancelled,
+                    format!("The confirmation answer was unreadable ({e}); nothing was deleted."),
+                )),
+            };
+        }
+        if Instant::now() >= deadline {
+            break Err(PluginError::new(
+                ErrorKind::Cancelled,
+                format!(
+                    "Nobody answered the {action} confirmation within {} s; nothing was deleted.",
+                    window.as_secs()
+                ),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    cleanup();
+    outcome
+}
+
+/// The popup pane: shows the request, reads a line, writes the decision. Returns the exit code.
+pub fn popup(app: &App, input: &mut dyn std::io::BufRead) -> i32 {
+    let dir = app.store.confirmations_dir();
+    let Some(id) = std::env::var(REQUEST_ENV)
+        .ok()
+        .filter(|i| i.chars().all(|c| c.is_ascii_hexdigit()) && !i.is_empty())
+    else {
+        println!(
+            "No confirmation request was given ({REQUEST_ENV} is missing or malformed). Close this popup."
+        );
+        return 1;
+    };
+    let request: ConfirmationRequest = match std::fs::read(request_path(&dir, &id))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+    {
+        Some(r) => r,
+        None => {
+            println!(
+                "The confirmation request {id} no longer exists (answered, timed out or swept). Close this popup."
+            );
+            return 1;
+        }
+    };
+    println!(
+        "{} will permanently delete these sandboxes:",
+        request.action
+    );
+    for name in &request.sandbox_names {
+        println!("  {name}");
+    }
+    println!("panes: {}", request.pane_ids.join(", "));
+    print!("Type DELETE to confirm, anything else to cancel: ");
+    let _ = std::io::stdout().flush();
+    let mut line = String::new();
+    let confirmed = input.read_line(&mut line).is_ok() && line.trim() == "DELETE";
+    if now_ms() > request.expires_at_ms {
+        println!("\nThe request expired before it was answered; nothing will be deleted.");
+        return 1;
+    }
+    let decision = Decision {
+        request_id: id.clone(),
+        decision: if confirmed { "confirmed" } else { "cancelled" }.to_owned(),
+        decided_at: proc::now_iso(),
+    };
+    if let Err(e) = write_atomic(
+        &decision_path(&dir, &id),
+        &serde_json::to_vec(&decision).expect("serialisable"),
+    ) {
+        println!("Could not record the answer: {e}");
+        return 1;
+    }
+    println!(
+        "{}",
+        if confirmed {
+            "Confirmed."
+        } else {
+            "Cancelled."
+        }
+    );
+    0
+}

@@ -1,0 +1,32 @@
+//! airlock's herdr plugin: one coding agent per sandbox, driven from herdr.
+//!
+//! Owns the plugin's actions, the pane-side bridge, the mapping store (one JSON file per herdr
+//! pane, guarded by per-mapping lock files), the plugin config, the herdr CLI client and the
+//! sandbox backend trait with its first implementation, Docker Sandboxes (`sbx`). It does not own
+//! the herdr socket filter (airlock-sockets) or airlock's own sandbox (airlock-sandbox).
+
+pub mod actions;
+pub mod agents;
+pub mod app;
+pub mod backend;
+pub mod bridge;
+pub mod classify;
+pub mod config;
+pub mod confirm;
+pub mod context;
+pub mod error;
+pub mod event;
+pub mod git;
+pub mod herdr;
+pub mod launch;
+pub mod lifecycle;
+pub mod lock;
+pub mod mapping;
+pub mod naming;
+pub mod panes;
+pub mod proc;
+pub mod result;
+pub mod run_action;
+pub mod store;
+
+pub use error::{ErrorKind, PluginError};

@@ -1,0 +1,3 @@
+//! The manifest's `[[panes]]`: the deletion popup and the sandboxes overlay.
+
+pub mod overlay;

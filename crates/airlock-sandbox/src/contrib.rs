@@ -1,0 +1,55 @@
+//! What tools contribute to a sandbox: computed by `airlock-tools` from the host and the config,
+//! consumed by the spec builder. Plain data, so both sides are tested without launching anything.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Everything the detected tools add to one launch.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Contributions {
+    pub mounts: Vec<ToolMount>,
+    /// Environment variables; they override the base environment but not airlock's own variables.
+    pub env: BTreeMap<String, String>,
+    /// Files generated on the host (a safe gitconfig, a starship config copy, ...), bound read-only.
+    pub files: Vec<GeneratedFile>,
+    /// Lines airlock prints once before the launch (a tool dir that could not be read, ...).
+    pub warnings: Vec<String>,
+}
+
+/// One host path a tool wants inside, already resolved to a mount mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolMount {
+    /// The tool that asked for it (for messages and upper-dir names).
+    pub tool: String,
+    /// The host path (it exists; detection checked).
+    pub source: PathBuf,
+    /// Where it appears inside (usually the same path).
+    pub target: PathBuf,
+    pub mode: ToolMountMode,
+    /// Whether the host path is a directory (else a regular file).
+    pub is_dir: bool,
+}
+
+/// How a tool mount behaves, after `[tools.<name>] mount_mode` > `[overlay] default` > `split`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ToolMountMode {
+    /// Host content visible; writes kept in the sandbox's state root across runs, never on the host.
+    Overlay,
+    /// Host content visible; writes discarded at exit.
+    Tmpoverlay,
+    Readonly,
+    /// Writes reach the host (explicit opt-in).
+    Readwrite,
+}
+
+/// A file a tool generates for the sandbox, written under the state root and bound read-only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GeneratedFile {
+    pub tool: String,
+    /// Where it appears inside.
+    pub target: PathBuf,
+    pub content: String,
+}

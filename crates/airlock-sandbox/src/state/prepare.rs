@@ -1,0 +1,193 @@
+//! Host-side preparation of a launch: the spec's [`PrepareStep`]s (overlay layer dirs, seeded copies
+//! of tool files, generated files), and the lease on the sandbox's persistent overlay layers.
+//!
+//! Only one overlay may use an upper dir at a time, so the first session of a project takes an
+//! exclusive lease on `overlay.lock`; a later concurrent session gets throwaway uppers instead.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use super::files::{create_private_dir_all, remove_tree};
+use super::locks::try_flock;
+use super::{StateError, io_err};
+use crate::spec::PrepareStep;
+
+/// Held for a session's life by the session that owns the persistent overlay layers.
+#[derive(Debug)]
+pub struct OverlayLease {
+    _file: File,
+}
+
+/// Takes the overlay lease of the sandbox at `state_root`, or None when another session holds it.
+pub fn lease_overlays(state_root: &Path) -> Result<Option<OverlayLease>, StateError> {
+    let path = state_root.join("overlay.lock");
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(io_err("open", &path))?;
+    let got = try_flock(&file, libc::LOCK_EX).map_err(io_err("lock", &path))?;
+    Ok(got.then_some(OverlayLease { _file: file }))
+}
+
+/// Performs the prepare steps in order. Idempotent: a step left half-done by a crashed session is
+/// redone (a stale overlay work dir is emptied, a seeded copy is never overwritten).
+pub fn prepare(steps: &[PrepareStep]) -> Result<(), StateError> {
+    for step in steps {
+        match step {
+            PrepareStep::OverlayDirs { dir } => {
+                create_private_dir_all(&dir.join("upper"))?;
+                let work = dir.join("work");
+                // The kernel leaves `work/work` (mode 000) behind; a fresh work dir is always valid.
+                remove_tree(&work)
+                    .or_else(ignore_missing)
+                    .map_err(io_err("reset", &work))?;
+                create_private_dir_all(&work)?;
+            }
+            PrepareStep::SeedFile { from, to } => {
+                if fs::symlink_metadata(to).is_ok() {
+                    continue;
+                }
+                if let Some(parent) = to.parent() {
+                    create_private_dir_all(parent)?;
+                }
+                let bytes = fs::read(from).map_err(io_err("read", from))?;
+                replace(to, &bytes, true)?;
+            }
+            PrepareStep::WriteFile { path, content } => {
+                if let Some(parent) = path.parent() {
+                    create_private_dir_all(parent)?;
+                }
+                replace(path, content.as_bytes(), false)?;
+            }
+            PrepareStep::Symlinks {
+                dir,
+                link_to,
+                names,
+            } => symlinks(dir, link_to, names)?,
+        }
+    }
+    Ok(())
+}
+
+/// Leaves `dir` holding exactly `names`, each a symlink to `link_to`; anything else is removed.
+fn symlinks(dir: &Path, link_to: &Path, names: &[String]) -> Result<(), StateError> {
+    create_private_dir_all(dir)?;
+    let plain = |n: &str| !n.is_empty() && n != "." && n != ".." && !n.contains('/');
+    for entry in fs::read_dir(dir).map_err(io_err("read", dir))?.flatten() {
+        let path = entry.path();
+        let wanted = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| names.iter().any(|w| w == n))
+            && fs::read_link(&path).is_ok_and(|to| to == link_to);
+        if !wanted {
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            let removed = if is_dir {
+                remove_tree(&path)
+            } else {
+                fs::remove_file(&path)
+            };
+            removed
+                .or_else(ignore_missing)
+                .map_err(io_err("remove", &path))?;
+        }
+    }
+    for name in names.iter().filter(|n| plain(n)) {
+        let path = dir.join(name);
+        if fs::read_link(&path).is_ok_and(|to| to == link_to) {
+            continue;
+        }
+        std::os::unix::fs::symlink(link_to, &path).map_err(io_err("create", &path))?;
+    }
+    Ok(())
+}
+
+fn ignore_missing(e: io::Error) -> io::Result<()> {
+    if e.kind() == io::ErrorKind::NotFound {
+        Ok(())
+    } else {
+        Err(e)
+    }
+}
+
+/// Writes `bytes` to a temp file beside `path`, then renames (or, with `keep_existing`, hard-links)
+/// it into place, so no reader ever sees half a file.
+fn replace(path: &Path, bytes: &[u8], keep_existing: bool) -> Result<(), StateError> {
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    fs::write(&tmp, bytes).map_err(io_err("write", &tmp))?;
+    let placed = if keep_existing {
+        match fs::hard_link(&tmp, path) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+            other => other,
+        }
+    } else {
+        fs::rename(&tmp, path)
+    };
+    let _ = fs::remove_file(&tmp);
+    placed.map_err(io_err("write", path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn overlay_dirs_reset_a_stale_work_dir_and_keep_the_upper() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let layers = dir.path().join("overlay/x");
+        fs::create_dir_all(layers.join("upper")).expect("upper");
+        fs::write(layers.join("upper/kept"), "x").expect("upper file");
+        fs::create_dir_all(layers.join("work/work")).expect("stale work");
+        let steps = [PrepareStep::OverlayDirs {
+            dir: layers.clone(),
+        }];
+        prepare(&steps).expect("prepare");
+        assert!(layers.join("upper/kept").exists());
+        assert_eq!(fs::read_dir(layers.join("work")).expect("work").count(), 0);
+    }
+
+    #[test]
+    fn seeded_copies_are_made_once_and_generated_files_replaced() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let host = dir.path().join("host.json");
+        fs::write(&host, "v1").expect("host file");
+        let copy: PathBuf = dir.path().join("files/claude.json");
+        let seed = [PrepareStep::SeedFile {
+            from: host.clone(),
+            to: copy.clone(),
+        }];
+        prepare(&seed).expect("seed");
+        fs::write(&host, "v2").expect("host changes");
+        fs::write(&copy, "sandbox edit").expect("sandbox changes its copy");
+        prepare(&seed).expect("seed again");
+        assert_eq!(fs::read_to_string(&copy).expect("copy"), "sandbox edit");
+
+        let generated = dir.path().join("generated/gitconfig");
+        for content in ["a", "b"] {
+            let steps = [PrepareStep::WriteFile {
+                path: generated.clone(),
+                content: content.into(),
+            }];
+            prepare(&steps).expect("write");
+        }
+        assert_eq!(fs::read_to_string(&generated).expect("generated"), "b");
+    }
+
+    #[test]
+    fn only_one_session_leases_the_overlays() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = lease_overlays(dir.path()).expect("lease");
+        assert!(first.is_some());
+        assert!(lease_overlays(dir.path()).expect("second").is_none());
+        drop(first);
+        assert!(lease_overlays(dir.path()).expect("third").is_some());
+    }
+}

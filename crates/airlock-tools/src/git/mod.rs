@@ -1,0 +1,179 @@
+//! git: how much of the repository and of the host's git setup the sandbox gets, per
+//! `[tools.git] mode`:
+//!
+//! - `readonly` (default): `.git` read-only; a generated gitconfig with the host's resolved
+//!   identity, excludes and attributes; no credentials, SSH or GPG.
+//! - `readwrite`: `.git` writable; the same gitconfig plus signing settings; `~/.ssh`, `~/.gnupg`,
+//!   `~/.git-credentials` read-only; the SSH agent socket forwarded.
+//! - `disabled`: no git config; `.git` writable except `.git/config`.
+//!
+//! In every mode `.git/hooks` stays read-only unless `allow_hooks = true`: a hook planted by the
+//! agent would run on the host the next time the developer uses git. [`guard`] does the same for
+//! program-running keys written to `.git/config`.
+
+pub mod guard;
+pub mod identity;
+
+use std::path::Path;
+
+use airlock_sandbox::{ToolMount, ToolMountMode};
+
+use crate::host::{HostView, PathState};
+use crate::settings::ToolConfig;
+use crate::tool::{Category, Extras, KeyKind, KeySpec, MountDecl, Tool, ToolContext};
+
+pub(crate) struct Git;
+
+/// `[tools.git] mode` values.
+pub const MODES: &[&str] = &["readonly", "readwrite", "disabled"];
+
+const KEYS: &[KeySpec] = &[
+    KeySpec {
+        name: "mode",
+        kind: KeyKind::Choice(MODES),
+        default: "\"readonly\"",
+        help: "readonly: .git read-only, identity only; readwrite: commits, SSH/GPG keys read-only, \
+               SSH agent; disabled: no git config, .git writable except config and hooks",
+    },
+    KeySpec {
+        name: "allow_hooks",
+        kind: KeyKind::Bool,
+        default: "false",
+        help: "let the sandbox write .git/hooks (hooks run on your host the next time you use git)",
+    },
+    KeySpec {
+        name: "trust_config_changes",
+        kind: KeyKind::Bool,
+        default: "false",
+        help: "keep program-running .git/config keys (core.fsmonitor, alias.x = !cmd, ...) the \
+               sandbox added, instead of reverting them at exit",
+    },
+];
+
+/// Whether a launch with these settings should run [`guard::guard_git_config`]: only `readwrite`
+/// leaves `.git/config` writable, and `trust_config_changes` opts out.
+pub fn wants_config_guard(settings: &crate::Settings) -> bool {
+    let git = settings.tool("git");
+    git.enabled && mode(&git) == "readwrite" && !git.flag("trust_config_changes", false)
+}
+
+/// The `mode` of a git tool config.
+pub fn mode(config: &ToolConfig) -> &str {
+    config.choice("mode", "readonly")
+}
+
+impl Tool for Git {
+    fn name(&self) -> &'static str {
+        "git"
+    }
+    fn description(&self) -> &'static str {
+        "Git configuration (safe mode, no credentials)"
+    }
+    fn binaries(&self) -> &'static [&'static str] {
+        &["git"]
+    }
+    fn has_mount_mode(&self) -> bool {
+        false
+    }
+    fn keys(&self) -> &'static [KeySpec] {
+        KEYS
+    }
+    fn config_mounts(&self, host: &HostView, config: &ToolConfig) -> Vec<MountDecl> {
+        if mode(config) != "readwrite" {
+            return Vec::new();
+        }
+        [".ssh", ".gnupg", ".git-credentials"]
+            .into_iter()
+            .map(|rel| {
+                MountDecl::same(host.home_path(rel), Category::Config)
+                    .locked(ToolMountMode::Readonly)
+            })
+            .collect()
+    }
+    fn extras(&self, ctx: &ToolContext) -> Extras {
+        let mode = mode(ctx.config);
+        let mut extras = Extras::default();
+        repository_mounts(ctx, mode, &mut extras);
+        if mode == "disabled" {
+            return extras;
+        }
+        let signing = mode == "readwrite";
+        match ctx.host.find_binary("git") {
+            Some(git) => identity::contribute(ctx.host, &git, ctx.project, signing, &mut extras),
+            None => extras.warnings.push(
+                "tool git: no git on PATH to read your identity from; commits inside need --author"
+                    .into(),
+            ),
+        }
+        if signing {
+            forward_ssh_agent(ctx.host, &mut extras);
+        }
+        extras
+    }
+}
+
+/// `.git`, `.git/hooks` and `.git/config` per mode. A `.git` file (worktree, submodule) is left
+/// as it is: its git dir lies outside the project and is not mounted.
+fn repository_mounts(ctx: &ToolContext, mode: &str, extras: &mut Extras) {
+    let git_dir = ctx.project.join(".git");
+    if ctx.host.state(&git_dir) != PathState::Dir {
+        return;
+    }
+    let readonly = |path: &Path, is_dir: bool| ToolMount {
+        tool: "git".into(),
+        source: path.to_path_buf(),
+        target: path.to_path_buf(),
+        mode: ToolMountMode::Readonly,
+        is_dir,
+    };
+    if mode == "readonly" {
+        extras.fixed_mounts.push(readonly(&git_dir, true));
+        return;
+    }
+    if !ctx.config.flag("allow_hooks", false) {
+        let hooks = git_dir.join("hooks");
+        // A read-only mount needs the directory; git itself creates it on init, and an empty one
+        // changes nothing for git on the host.
+        if !ctx.dry_run
+            && !hooks.exists()
+            && let Err(e) = std::fs::create_dir(&hooks)
+        {
+            extras.warnings.push(format!(
+                "tool git: cannot create {} ({e}) to mount it read-only; hooks written inside would run on your host",
+                hooks.display()
+            ));
+        }
+        if ctx.host.state(&hooks) == PathState::Dir {
+            extras.fixed_mounts.push(readonly(&hooks, true));
+        }
+    }
+    let config = git_dir.join("config");
+    if mode == "disabled" && ctx.host.state(&config) == PathState::File {
+        extras.fixed_mounts.push(readonly(&config, false));
+    }
+}
+
+/// `SSH_AUTH_SOCK`, when it names a socket: the socket itself is bound (not its directory, which
+/// may hold other sockets) and the variable passed through.
+fn forward_ssh_agent(host: &HostView, extras: &mut Extras) {
+    let Some(sock) = host.path_var("SSH_AUTH_SOCK") else {
+        return;
+    };
+    if host.state(&sock) != PathState::Other {
+        extras.warnings.push(format!(
+            "tool git: SSH_AUTH_SOCK={} is not a socket; the SSH agent is not forwarded",
+            sock.display()
+        ));
+        return;
+    }
+    extras.fixed_mounts.push(ToolMount {
+        tool: "git".into(),
+        source: sock.clone(),
+        target: sock.clone(),
+        mode: ToolMountMode::Readwrite,
+        is_dir: false,
+    });
+    extras
+        .env
+        .push(("SSH_AUTH_SOCK".into(), sock.to_string_lossy().into_owned()));
+}

@@ -1,0 +1,144 @@
+//! The host as the catalog sees it: a home, an environment (with `PATH`), and the file system
+//! under them. Tests point it at a fixture home and a fixture `PATH`.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// A home directory and an environment to detect tools in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostView {
+    /// The host home (canonical when it exists).
+    pub home: PathBuf,
+    /// The host environment: `PATH`, `SHELL`, `XDG_*_HOME`, `CODEX_HOME`, ...
+    pub env: BTreeMap<String, String>,
+}
+
+/// What is at a tool path, symlinks followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PathState {
+    Dir,
+    File,
+    Missing,
+    /// A symlink whose target does not exist.
+    Dangling,
+    /// Exists but cannot be read (or, for a directory, listed).
+    Unreadable,
+    /// A socket, fifo or device.
+    Other,
+}
+
+impl PathState {
+    /// Whether the path can be mounted.
+    pub fn is_usable(self) -> bool {
+        matches!(self, PathState::Dir | PathState::File)
+    }
+}
+
+impl HostView {
+    /// The view of this process: `$HOME` and the whole environment.
+    pub fn from_env(home: &Path) -> HostView {
+        HostView::new(home, std::env::vars().collect())
+    }
+
+    /// A view of `home` with the given environment.
+    pub fn new(home: &Path, env: BTreeMap<String, String>) -> HostView {
+        let home = fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
+        HostView { home, env }
+    }
+
+    /// A variable that is set and not empty.
+    pub fn var(&self, name: &str) -> Option<&str> {
+        self.env
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    /// A variable holding an absolute path (relative values are ignored, as XDG says).
+    pub fn path_var(&self, name: &str) -> Option<PathBuf> {
+        self.var(name)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    }
+
+    /// `home/<rel>`.
+    pub fn home_path(&self, rel: &str) -> PathBuf {
+        self.home.join(rel)
+    }
+
+    /// The host's `$XDG_CONFIG_HOME` (default `~/.config`).
+    pub fn xdg_config(&self) -> PathBuf {
+        self.path_var("XDG_CONFIG_HOME")
+            .unwrap_or_else(|| self.home.join(".config"))
+    }
+
+    /// The host's `$XDG_DATA_HOME` (default `~/.local/share`).
+    pub fn xdg_data(&self) -> PathBuf {
+        self.path_var("XDG_DATA_HOME")
+            .unwrap_or_else(|| self.home.join(".local/share"))
+    }
+
+    /// The host's `$XDG_STATE_HOME` (default `~/.local/state`).
+    pub fn xdg_state(&self) -> PathBuf {
+        self.path_var("XDG_STATE_HOME")
+            .unwrap_or_else(|| self.home.join(".local/state"))
+    }
+
+    /// The host's `$XDG_CACHE_HOME` (default `~/.cache`).
+    pub fn xdg_cache(&self) -> PathBuf {
+        self.path_var("XDG_CACHE_HOME")
+            .unwrap_or_else(|| self.home.join(".cache"))
+    }
+
+    /// The first executable regular file called `name` in the directories of `PATH`.
+    pub fn find_binary(&self, name: &str) -> Option<PathBuf> {
+        let path = self.var("PATH")?;
+        path.split(':')
+            .filter(|dir| !dir.is_empty())
+            .map(|dir| Path::new(dir).join(name))
+            .find(|candidate| {
+                fs::metadata(candidate)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+    }
+
+    /// What is at `path`, symlinks followed; a dangling symlink and an unreadable path are told apart
+    /// from a missing one, so `check` can report them and `plan` can skip them with a warning.
+    pub fn state(&self, path: &Path) -> PathState {
+        let Ok(link) = fs::symlink_metadata(path) else {
+            return PathState::Missing;
+        };
+        let meta = match fs::metadata(path) {
+            Ok(meta) => meta,
+            Err(_) if link.file_type().is_symlink() => return PathState::Dangling,
+            Err(_) => return PathState::Unreadable,
+        };
+        if meta.is_dir() {
+            if fs::read_dir(path).is_err() {
+                return PathState::Unreadable;
+            }
+            PathState::Dir
+        } else if meta.is_file() {
+            if fs::File::open(path).is_err() {
+                return PathState::Unreadable;
+            }
+            PathState::File
+        } else {
+            PathState::Other
+        }
+    }
+
+    /// `path` with the home replaced by `~`, for display.
+    pub fn tilde(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.home) {
+            Ok(rest) if rest.as_os_str().is_empty() => "~".to_owned(),
+            Ok(rest) => format!("~/{}", rest.display()),
+            Err(_) => path.display().to_string(),
+        }
+    }
+}

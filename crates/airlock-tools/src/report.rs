@@ -1,0 +1,312 @@
+//! The data behind `airlock tools list|info|check`: plain serializable values (their JSON shapes
+//! are documented in `docs/tools.md`); the binary renders them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use airlock_config::NetworkMode;
+use airlock_sandbox::ToolMountMode;
+use serde::Serialize;
+
+use crate::catalog::Catalog;
+use crate::host::{HostView, PathState};
+use crate::plan::{Status, detect, resolve_mode};
+use crate::settings::{Settings, valid_keys};
+use crate::tool::{Category, KeyKind, Shell, Tool, ToolContext};
+
+/// One row of `tools list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolSummary {
+    pub name: &'static str,
+    pub status: Status,
+    pub description: &'static str,
+    pub binary: Option<PathBuf>,
+}
+
+/// `tools info <name>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolInfo {
+    pub name: &'static str,
+    pub status: Status,
+    pub description: &'static str,
+    /// The binaries looked for on `PATH`, and the first found.
+    pub binaries: Vec<&'static str>,
+    pub binary: Option<PathBuf>,
+    pub mounts: Vec<MountInfo>,
+    /// What the tool adds to the environment (computed only for an enabled tool).
+    pub env: BTreeMap<String, String>,
+    /// Generated files, by path inside (`~` for the home).
+    pub files: Vec<String>,
+    /// Shell name → init line.
+    pub shell_init: BTreeMap<&'static str, &'static str>,
+    pub keys: Vec<KeyInfo>,
+}
+
+/// One declared mount of a tool, with its mode under the current config.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MountInfo {
+    /// The host path, `~` for the home.
+    pub source: String,
+    /// The path inside.
+    pub target: String,
+    /// None for the mounts a tool derives from the project or the settings (git's `.git`).
+    pub category: Option<Category>,
+    /// `overlay`, `tmpoverlay`, `readonly`, `readwrite` or `disabled`.
+    pub mode: &'static str,
+    pub required: bool,
+    pub state: PathState,
+}
+
+/// One `[tools.<name>]` key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeyInfo {
+    pub name: &'static str,
+    /// `bool`, `string`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Allowed values of a string key.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<&'static str>,
+    pub default: &'static str,
+    pub help: &'static str,
+}
+
+/// `tools check`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckReport {
+    pub tools: Vec<ToolCheck>,
+    pub available: usize,
+    pub total: usize,
+}
+
+/// One tool's rows in `tools check`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolCheck {
+    pub name: &'static str,
+    pub status: Status,
+    pub binary: Option<PathBuf>,
+    /// Each declared path and what is there (available tools only).
+    pub paths: Vec<PathCheck>,
+    /// Things to fix: a missing binary, a dangling symlink, an unreadable dir, a missing required path.
+    pub problems: Vec<String>,
+}
+
+/// One path row of `tools check`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PathCheck {
+    pub path: String,
+    pub state: PathState,
+    pub required: bool,
+}
+
+/// A mode as `tools info` and the docs spell it.
+pub fn mode_name(mode: Option<ToolMountMode>) -> &'static str {
+    match mode {
+        None => "disabled",
+        Some(ToolMountMode::Overlay) => "overlay",
+        Some(ToolMountMode::Tmpoverlay) => "tmpoverlay",
+        Some(ToolMountMode::Readonly) => "readonly",
+        Some(ToolMountMode::Readwrite) => "readwrite",
+    }
+}
+
+/// `tools list`: every tool, or only the available ones.
+pub fn list(
+    catalog: &Catalog,
+    settings: &Settings,
+    host: &HostView,
+    all: bool,
+) -> Vec<ToolSummary> {
+    catalog
+        .iter()
+        .map(|tool| {
+            let d = detect(tool, host, &settings.tool(tool.name()));
+            ToolSummary {
+                name: tool.name(),
+                status: d.status,
+                description: tool.description(),
+                binary: d.binary,
+            }
+        })
+        .filter(|s| all || s.status == Status::Available)
+        .collect()
+}
+
+/// `tools info` for one tool. Runs nothing that changes the host.
+pub fn info(
+    tool: &dyn Tool,
+    settings: &Settings,
+    host: &HostView,
+    network: NetworkMode,
+    project: &Path,
+) -> ToolInfo {
+    let config = settings.tool(tool.name());
+    let d = detect(tool, host, &config);
+    let mut mounts: Vec<MountInfo> = d
+        .mounts
+        .iter()
+        .map(|(decl, state)| MountInfo {
+            source: host.tilde(&decl.source),
+            target: host.tilde(&decl.target),
+            category: Some(decl.category),
+            mode: mode_name(resolve_mode(
+                decl,
+                config.mount_mode,
+                settings.overlay_default,
+            )),
+            required: decl.required,
+            state: *state,
+        })
+        .collect();
+    let (env, files) = if config.enabled {
+        let ctx = ToolContext {
+            host,
+            config: &config,
+            network,
+            project,
+            dry_run: true,
+        };
+        let extras = tool.extras(&ctx);
+        mounts.extend(extras.fixed_mounts.iter().map(|m| MountInfo {
+            source: host.tilde(&m.source),
+            target: host.tilde(&m.target),
+            category: None,
+            mode: mode_name(Some(m.mode)),
+            required: false,
+            state: host.state(&m.source),
+        }));
+        let mut env: BTreeMap<String, String> = extras.env.into_iter().collect();
+        if !extras.path_prepend.is_empty() {
+            let dirs: Vec<String> = extras
+                .path_prepend
+                .iter()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect();
+            env.insert("PATH".into(), format!("{}:$PATH", dirs.join(":")));
+        }
+        let files = extras.files.iter().map(|f| host.tilde(&f.target)).collect();
+        (env, files)
+    } else {
+        (BTreeMap::new(), Vec::new())
+    };
+    ToolInfo {
+        name: tool.name(),
+        status: d.status,
+        description: tool.description(),
+        binaries: tool.binaries().to_vec(),
+        binary: d.binary,
+        mounts,
+        env,
+        files,
+        shell_init: Shell::ALL
+            .into_iter()
+            .filter_map(|s| tool.shell_init(s).map(|line| (s.as_str(), line)))
+            .collect(),
+        keys: keys(tool),
+    }
+}
+
+/// Every key of `[tools.<name>]`, the common ones first.
+fn keys(tool: &dyn Tool) -> Vec<KeyInfo> {
+    valid_keys(tool)
+        .into_iter()
+        .map(|name| match tool.keys().iter().find(|k| k.name == name) {
+            Some(spec) => KeyInfo {
+                name,
+                kind: match spec.kind {
+                    KeyKind::Bool => "bool",
+                    KeyKind::Choice(_) => "string",
+                },
+                values: match spec.kind {
+                    KeyKind::Bool => Vec::new(),
+                    KeyKind::Choice(values) => values.to_vec(),
+                },
+                default: spec.default,
+                help: spec.help,
+            },
+            None if name == "enabled" => KeyInfo {
+                name,
+                kind: "bool",
+                values: Vec::new(),
+                default: "true",
+                help: "false: the tool contributes nothing to the sandbox",
+            },
+            None => KeyInfo {
+                name,
+                kind: "string",
+                values: airlock_config::OverlayDefault::ALL
+                    .iter()
+                    .map(|m| m.as_str())
+                    .collect(),
+                default: "[overlay] default",
+                help: "how this tool's mounts behave; overrides [overlay] default",
+            },
+        })
+        .collect()
+}
+
+/// `tools check` for the named tools (all when `names` is empty; unknown names are the caller's
+/// to reject first, with [`Catalog::get`]).
+pub fn check(
+    catalog: &Catalog,
+    settings: &Settings,
+    host: &HostView,
+    names: &[String],
+) -> CheckReport {
+    let tools: Vec<ToolCheck> = catalog
+        .iter()
+        .filter(|t| names.is_empty() || names.iter().any(|n| n == t.name()))
+        .map(|tool| check_tool(tool, settings, host))
+        .collect();
+    CheckReport {
+        available: tools
+            .iter()
+            .filter(|t| t.status == Status::Available)
+            .count(),
+        total: tools.len(),
+        tools,
+    }
+}
+
+fn check_tool(tool: &dyn Tool, settings: &Settings, host: &HostView) -> ToolCheck {
+    let d = detect(tool, host, &settings.tool(tool.name()));
+    let mut problems = Vec::new();
+    let mut paths = Vec::new();
+    match d.status {
+        Status::Available => {
+            for (decl, state) in &d.mounts {
+                let shown = host.tilde(&decl.source);
+                match state {
+                    PathState::Dangling => problems.push(format!(
+                        "{shown} is a symlink to a path that does not exist; fix or remove the link"
+                    )),
+                    PathState::Unreadable => problems.push(format!(
+                        "{shown} cannot be read; fix its permissions (it is skipped in the sandbox)"
+                    )),
+                    PathState::Missing if decl.required => {
+                        problems.push(format!("{shown} is required but does not exist"))
+                    }
+                    _ => {}
+                }
+                paths.push(PathCheck {
+                    path: shown,
+                    state: *state,
+                    required: decl.required,
+                });
+            }
+        }
+        Status::Missing if d.not_used.is_some() => problems.extend(d.not_used.clone()),
+        Status::Missing => match tool.binaries().first() {
+            Some(bin) => problems.push(format!("{bin} binary not found in PATH")),
+            None => problems.push("none of its paths exist".to_owned()),
+        },
+        Status::Disabled => {}
+    }
+    ToolCheck {
+        name: tool.name(),
+        status: d.status,
+        binary: d.binary,
+        paths,
+        problems,
+    }
+}

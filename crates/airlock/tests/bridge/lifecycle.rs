@@ -1,0 +1,171 @@
+//! Daemon start-up and shutdown: refusals on bad state, port fallback, stale and live sockets, a
+//! socket path too long for sun_path, graceful SIGTERM.
+
+use std::fs;
+use std::process::Stdio;
+
+use crate::harness::{World, get_tcp};
+
+fn refused_start(w: &World) -> String {
+    let out = w
+        .daemon_command(0)
+        .stdout(Stdio::null())
+        .output()
+        .expect("run the daemon");
+    assert!(!out.status.success(), "the daemon must refuse to start");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn an_empty_or_corrupt_token_is_refused_with_a_clear_message() {
+    let w = World::installed();
+    fs::write(w.state.join("token"), "").unwrap();
+    let err = refused_start(&w);
+    assert!(
+        err.contains("token") && err.contains("is empty") && err.contains("airlock bridge install"),
+        "{err}"
+    );
+    fs::write(w.state.join("token"), "not-a-token\n").unwrap();
+    let err = refused_start(&w);
+    assert!(err.contains("11 bytes long"), "{err}");
+    fs::remove_file(w.state.join("token")).unwrap();
+    let err = refused_start(&w);
+    assert!(
+        err.contains("does not exist") && err.contains("airlock bridge install"),
+        "{err}"
+    );
+    assert!(
+        !w.socket().exists() && !w.state.join("port").exists(),
+        "nothing was bound"
+    );
+}
+
+#[test]
+fn a_missing_state_dir_says_install_first() {
+    let w = World::new();
+    let err = refused_start(&w);
+    assert!(
+        err.contains("not installed") && err.contains("airlock bridge install"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_bad_host_command_entry_is_refused() {
+    let w = World::installed();
+    fs::create_dir_all(w.config_file().parent().unwrap()).unwrap();
+    fs::write(
+        w.config_file(),
+        "[bridge.commands.xdg-open]\nverbs = [\"x\"]\n",
+    )
+    .unwrap();
+    let err = refused_start(&w);
+    assert!(
+        err.contains("[bridge.commands.xdg-open]") && err.contains("shim names"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_busy_preferred_port_falls_back_to_an_ephemeral_one() {
+    let busy = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let busy_port = busy.local_addr().unwrap().port();
+    let mut w = World::installed();
+    let cmd = w.daemon_command(busy_port);
+    w.start_with(cmd);
+    assert_ne!(w.port(), busy_port);
+    assert_eq!(get_tcp(w.port(), "/healthz").map(|r| r.0), Some(200));
+}
+
+#[test]
+fn the_preferred_port_is_used_when_free() {
+    let free = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let port = free.local_addr().unwrap().port();
+    drop(free);
+    let mut w = World::installed();
+    let cmd = w.daemon_command(port);
+    w.start_with(cmd);
+    // Another process may grab a just-freed port; only a mismatch without a busy port would be wrong.
+    if w.port() != port {
+        assert!(
+            std::net::TcpListener::bind(("127.0.0.1", port)).is_err(),
+            "fell back from a free port"
+        );
+    }
+}
+
+#[test]
+fn a_stale_socket_is_replaced_and_a_live_one_refused() {
+    let mut w = World::installed();
+    {
+        let _stale = std::os::unix::net::UnixListener::bind(w.socket()).unwrap();
+    }
+    assert!(w.socket().exists(), "a stale socket file is left behind");
+    w.start();
+    assert_eq!(w.post("/open", r#"{"url":"https://example.com/"}"#).0, 204);
+    // A second daemon on the same state dir finds the socket alive and refuses.
+    let err = refused_start(&w);
+    assert!(err.contains("already serving"), "{err}");
+    assert_eq!(
+        w.post("/open", r#"{"url":"https://example.com/"}"#).0,
+        204,
+        "the first one still serves"
+    );
+}
+
+#[test]
+fn a_socket_path_too_long_for_sun_path_means_tcp_only() {
+    let mut w = World::installed();
+    let deep = w
+        .base()
+        .join(format!("{}/{}", "d".repeat(60), "e".repeat(60)));
+    fs::create_dir_all(deep.join("run")).unwrap();
+    fs::copy(w.state.join("token"), deep.join("token")).unwrap();
+    w.state = deep;
+    w.start();
+    assert!(!w.socket().exists());
+    assert!(
+        w.audit_log()
+            .contains("too long for a socket address; serving TCP only"),
+        "{}",
+        w.audit_log()
+    );
+    // The shim falls back to TCP because connecting to the socket fails.
+    let out = w.shim("xdg-open", &["https://example.com/tcp"], b"", &[]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    assert_eq!(w.calls(), [["xdg-open", "https://example.com/tcp"]]);
+}
+
+#[test]
+fn sigterm_stops_gracefully_and_cleans_up() {
+    let mut w = World::installed();
+    w.start();
+    let (stderr, status) = w.stop();
+    assert!(status.success(), "{status:?}: {stderr}");
+    assert!(stderr.contains("stopped"), "{stderr}");
+    assert!(!w.socket().exists(), "the socket is removed");
+    assert!(!w.state.join("pid").exists(), "the pid file is removed");
+    assert!(w.state.join("token").exists(), "the token stays");
+}
+
+#[test]
+fn state_files_have_the_contract_modes() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut w = World::installed();
+    w.start();
+    let mode = |p: &std::path::Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&w.state), 0o700);
+    assert_eq!(mode(&w.state.join("run")), 0o700);
+    assert_eq!(mode(&w.socket()), 0o600);
+    assert_eq!(mode(&w.state.join("token")), 0o600);
+    assert_eq!(mode(&w.state.join("log")), 0o600);
+    assert_eq!(mode(&w.state.join("port")), 0o644);
+    assert_eq!(mode(&w.state.join("pid")), 0o644);
+    let pid: u32 = fs::read_to_string(w.state.join("pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(pid, w.daemon.as_ref().unwrap().id());
+}

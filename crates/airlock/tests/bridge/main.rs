@@ -1,0 +1,11 @@
+//! The host bridge against the real binary: the daemon's routes and bad-input table, its
+//! lifecycle, the shims, install/status/uninstall with fake supervisors, and end-to-end runs
+//! through a sandbox.
+
+mod bad_input;
+mod harness;
+mod install;
+mod lifecycle;
+mod routes;
+mod sandbox;
+mod shims;

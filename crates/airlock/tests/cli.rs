@@ -1,0 +1,360 @@
+//! The CLI as a user meets it: the real binary in a temp HOME, its output, exit codes and state.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
+
+/// A temp HOME with a project directory in it.
+struct World {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    project: PathBuf,
+}
+
+impl World {
+    fn new() -> World {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = fs::canonicalize(dir.path()).expect("canonical tempdir");
+        let home = root.join("home");
+        let project = home.join("code").join("app");
+        fs::create_dir_all(&project).expect("project dir");
+        World {
+            _dir: dir,
+            home,
+            project,
+        }
+    }
+
+    fn airlock(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(AIRLOCK);
+        cmd.args(args)
+            .current_dir(&self.project)
+            .env_clear()
+            .env("HOME", &self.home)
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("SHELL", "/bin/sh")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.airlock(args).output().expect("spawn airlock")
+    }
+
+    fn config(&self, text: &str) -> PathBuf {
+        let path = self.home.join(".config/airlock/config.toml");
+        fs::create_dir_all(path.parent().expect("parent")).expect("config dir");
+        fs::write(&path, text).expect("write config");
+        path
+    }
+
+    fn sandboxes(&self) -> PathBuf {
+        self.home.join(".local/share/airlock/sandboxes")
+    }
+
+    fn sandbox_count(&self) -> usize {
+        fs::read_dir(self.sandboxes())
+            .map(|d| d.count())
+            .unwrap_or(0)
+    }
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// True when the native sandbox starts on this machine; says why when not.
+fn sandbox_available() -> bool {
+    let w = World::new();
+    let ok = w
+        .run(&["run", "--network", "none", "--", "true"])
+        .status
+        .success();
+    if !ok {
+        eprintln!("skipped: the native sandbox cannot start here (see `airlock doctor`)");
+    }
+    ok
+}
+
+#[test]
+fn unknown_config_key_names_file_key_and_valid_keys() {
+    let w = World::new();
+    let file = w.config("[sandbox]\nnetwrk = \"none\"\n");
+    let out = w.run(&["run", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains(&file.display().to_string()), "{err}");
+    assert!(err.contains("netwrk"), "{err}");
+    assert!(err.contains("network"), "valid keys listed: {err}");
+    assert_eq!(w.sandbox_count(), 0, "nothing created on a config error");
+}
+
+#[test]
+fn config_that_is_not_toml_is_an_error() {
+    let w = World::new();
+    let file = w.config("this is = = not toml\n");
+    let out = w.run(&["run", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains(&file.display().to_string()),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn missing_mount_path_is_an_error_naming_it() {
+    let w = World::new();
+    w.config("[[sandbox.mounts]]\npath = \"~/nowhere\"\nmode = \"readonly\"\n");
+    let out = w.run(&["run", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("{}/nowhere does not exist", w.home.display())),
+        "{err}"
+    );
+    assert_eq!(w.sandbox_count(), 0);
+}
+
+#[test]
+fn home_and_root_are_refused_as_projects() {
+    let w = World::new();
+    let out = w.run(&[
+        "run",
+        "--project",
+        w.home.to_str().expect("utf8"),
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("refusing to use your home directory"),
+        "{}",
+        stderr(&out)
+    );
+    let out = w.run(&["run", "--project", "/", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("refusing to use / as the project"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(w.sandbox_count(), 0);
+}
+
+#[test]
+fn print_spec_is_json_and_launches_nothing() {
+    let w = World::new();
+    fs::write(w.project.join(".env"), "TOKEN=x").expect("env file");
+    let out = w.run(&[
+        "run",
+        "--print-spec",
+        "--network",
+        "none",
+        "--",
+        "echo",
+        "hi",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let spec: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert_eq!(spec["argv"], serde_json::json!(["echo", "hi"]));
+    assert_eq!(spec["network"], "none");
+    assert_eq!(spec["project"], w.project.display().to_string());
+    let masked = spec["mounts"].as_array().expect("mounts").iter().any(|m| {
+        m["op"] == "mask-file" && m["target"] == w.project.join(".env").display().to_string()
+    });
+    assert!(masked, "the .env file is masked");
+    assert_eq!(w.sandbox_count(), 0);
+}
+
+#[test]
+fn project_file_is_ignored_until_trusted_and_again_after_a_change() {
+    let w = World::new();
+    let file = w.project.join(".airlock.toml");
+    fs::write(&file, "[sandbox]\nnested_namespaces = true\n").expect("project file");
+    let spec = |w: &World| {
+        let out = w.run(&["run", "--print-spec"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+        (v["seccomp"]["nested_namespaces"] == true, stderr(&out))
+    };
+    let (nested, warn) = spec(&w);
+    assert!(!nested, "untrusted file not loaded");
+    assert!(warn.contains("is not trusted and was ignored"), "{warn}");
+
+    let out = w.run(&["trust", "add"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("trusted"), "{}", stdout(&out));
+    let (nested, warn) = spec(&w);
+    assert!(nested, "trusted file loaded");
+    assert!(warn.is_empty(), "{warn}");
+
+    fs::write(&file, "[sandbox]\nnested_namespaces = true # changed\n").expect("changed file");
+    let (nested, warn) = spec(&w);
+    assert!(!nested, "a changed file is ignored");
+    assert!(warn.contains("changed since it was trusted"), "{warn}");
+
+    let out = w.run(&["trust", "list", "--json"]);
+    let list: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert_eq!(list[0]["status"], "changed", "{list}");
+    let out = w.run(&["trust", "remove"]);
+    assert!(out.status.success());
+    let out = w.run(&["trust", "list", "--json"]);
+    assert_eq!(stdout(&out).trim(), "[]");
+}
+
+#[test]
+fn trust_add_refuses_an_invalid_file() {
+    let w = World::new();
+    fs::write(w.project.join(".airlock.toml"), "[sandbox]\nbogus = 1\n").expect("file");
+    let out = w.run(&["trust", "add"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("bogus"), "{}", stderr(&out));
+}
+
+#[test]
+fn config_init_path_and_show() {
+    let w = World::new();
+    let out = w.run(&["config", "init"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let file = w.home.join(".config/airlock/config.toml");
+    assert!(file.exists());
+    let again = w.run(&["config", "init"]);
+    assert_eq!(again.status.code(), Some(125));
+    assert!(stderr(&again).contains("--force"), "{}", stderr(&again));
+    let out = w.run(&["config", "path"]);
+    assert!(
+        stdout(&out).contains(&file.display().to_string()),
+        "{}",
+        stdout(&out)
+    );
+    let out = w.run(&["config", "show"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("hide_env_files = true"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn shorthand_runs_the_command_and_subcommands_win() {
+    if !sandbox_available() {
+        return;
+    }
+    let w = World::new();
+    let out = w.run(&["sh", "-c", "echo inside-$AIRLOCK; exit 3"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "inside-1");
+    let out = w.run(&["doctor", "--json"]);
+    assert!(
+        stdout(&out).contains("\"landlock\""),
+        "doctor is a subcommand, not a command to run"
+    );
+}
+
+#[test]
+fn rm_removes_the_state_unless_another_session_holds_it() {
+    if !sandbox_available() {
+        return;
+    }
+    let w = World::new();
+    let marker = w.project.join("first-running");
+    // A first session that stays up until we let it go.
+    let mut first = w
+        .airlock(&[
+            "run",
+            "--network",
+            "none",
+            "--",
+            "sh",
+            "-c",
+            "touch first-running; while [ ! -e release ]; do sleep 0.05; done",
+        ])
+        .spawn()
+        .expect("first session");
+    wait_for(|| marker.exists(), "the first session to start");
+
+    // A second, concurrent session in the same project works, and its --rm keeps the shared state.
+    let out = w.run(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--",
+        "sh",
+        "-c",
+        "echo second > second.txt",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("another session is using it"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        fs::read_to_string(w.project.join("second.txt")).expect("written"),
+        "second\n"
+    );
+    assert_eq!(w.sandbox_count(), 1);
+
+    let list = w.run(&["sandboxes", "list", "--json"]);
+    let list: serde_json::Value = serde_json::from_str(&stdout(&list)).expect("json");
+    assert_eq!(list[0]["live_sessions"], 1, "{list}");
+    assert_eq!(list[0]["project"], w.project.display().to_string());
+
+    // Prune never removes a sandbox in use.
+    let out = w.run(&["sandboxes", "prune", "--older-than", "0s"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(w.sandbox_count(), 1, "{}", stdout(&out));
+
+    fs::write(w.project.join("release"), "").expect("release");
+    assert!(first.wait().expect("wait").success());
+
+    // Now nothing holds it: --rm removes the state root.
+    let out = w.run(&["run", "--rm", "--network", "none", "--", "true"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(w.sandbox_count(), 0, "state removed");
+}
+
+#[test]
+fn synthetic_home_persists_across_runs() {
+    if !sandbox_available() {
+        return;
+    }
+    let w = World::new();
+    let out = w.run(&[
+        "run",
+        "--network",
+        "none",
+        "--",
+        "sh",
+        "-c",
+        "echo kept > ~/note",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = w.run(&["run", "--network", "none", "--", "cat", "note"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "cwd is the project, not the home"
+    );
+    let out = w.run(&["run", "--network", "none", "--", "sh", "-c", "cat ~/note"]);
+    assert_eq!(stdout(&out), "kept\n", "{}", stderr(&out));
+    assert!(!w.home.join("note").exists(), "the real home is untouched");
+}
+
+fn wait_for(cond: impl Fn() -> bool, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

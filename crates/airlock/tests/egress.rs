@@ -1,0 +1,396 @@
+//! `--network proxy` end to end: the real binary, a real sandbox, curl inside, servers on the host's
+//! loopback. Names like `allowed.test` reach those servers through the `[network] resolve` map.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
+
+struct World {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    project: PathBuf,
+}
+
+impl World {
+    fn new(network_config: &str) -> World {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = fs::canonicalize(dir.path()).expect("canonical");
+        let home = root.join("home");
+        let project = root.join("work").join("app");
+        fs::create_dir_all(&project).expect("project");
+        let config = home.join(".config/airlock/config.toml");
+        fs::create_dir_all(config.parent().expect("parent")).expect("config dir");
+        fs::write(&config, network_config).expect("config");
+        World {
+            _dir: dir,
+            home,
+            project,
+        }
+    }
+
+    /// Runs `sh -c script` in the sandbox (default network mode: proxy).
+    fn sh(&self, extra: &[&str], script: &str) -> Output {
+        Command::new(AIRLOCK)
+            .arg("run")
+            .args(extra)
+            .args(["--", "sh", "-c", script])
+            .current_dir(&self.project)
+            .env_clear()
+            .env("HOME", &self.home)
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .stdin(Stdio::null())
+            .output()
+            .expect("spawn airlock")
+    }
+
+    fn log(&self) -> Vec<serde_json::Value> {
+        let dir = self.home.join(".local/share/airlock/sandboxes");
+        let Some(sandbox) = fs::read_dir(&dir)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(Result::ok)
+        else {
+            return Vec::new();
+        };
+        fs::read_to_string(sandbox.path().join("logs/network.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("log line is JSON"))
+            .collect()
+    }
+}
+
+fn out(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A tiny HTTP/1.1 server on 127.0.0.1 answering every request with `body`.
+fn http_server(body: &'static str) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream);
+            let mut line = String::new();
+            while reader.read_line(&mut line).map(|n| n > 2).unwrap_or(false) {
+                line.clear();
+            }
+            let mut stream = reader.into_inner();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+/// Whether the native sandbox starts here and curl exists; says why when not.
+fn sandbox_available() -> bool {
+    let w = World::new("");
+    let ok = Command::new(AIRLOCK)
+        .args(["run", "--network", "none", "--", "true"])
+        .env("HOME", &w.home)
+        .current_dir(&w.project)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        eprintln!("skipped: the native sandbox cannot start here");
+        return false;
+    }
+    if !Path::new("/usr/bin/curl").exists() {
+        eprintln!("skipped: /usr/bin/curl is missing (apt-get install curl)");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn allowed_host_passes_and_denied_host_gets_403_with_a_log_line() {
+    if !sandbox_available() {
+        return;
+    }
+    let port = http_server("hello from the host");
+    let w = World::new(
+        "[network]\npreset = \"deny-all\"\nallow = [\"allowed.test\", \"127.0.0.1\"]\n\
+         resolve = { \"allowed.test\" = \"127.0.0.1\", \"denied.test\" = \"127.0.0.1\" }\n",
+    );
+    let script = format!(
+        "curl -sS http://allowed.test:{port}/ && echo && \
+         curl -s -o /dev/null -w '%{{http_code}}' http://denied.test:{port}/"
+    );
+    let o = w.sh(&[], &script);
+    assert!(o.status.success(), "{}", out(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "hello from the host\n403",
+        "{}",
+        out(&o)
+    );
+    let log = w.log();
+    let decision = |host: &str| {
+        log.iter()
+            .find(|l| l["host"] == host)
+            .map(|l| l["decision"].as_str().unwrap_or_default().to_owned())
+    };
+    assert_eq!(
+        decision("allowed.test").as_deref(),
+        Some("allowed"),
+        "{log:?}"
+    );
+    assert_eq!(
+        decision("denied.test").as_deref(),
+        Some("denied"),
+        "{log:?}"
+    );
+}
+
+#[test]
+fn denied_body_names_the_host_and_the_config_line() {
+    if !sandbox_available() {
+        return;
+    }
+    let w = World::new("[network]\npreset = \"deny-all\"\n");
+    let o = w.sh(&[], "curl -s http://nope.test/");
+    let body = String::from_utf8_lossy(&o.stdout);
+    assert!(body.contains("nope.test"), "{}", out(&o));
+    assert!(body.contains("allow = [\"nope.test\"]"), "{}", out(&o));
+}
+
+#[test]
+fn allowed_name_pointing_at_loopback_is_refused_without_an_address_rule() {
+    if !sandbox_available() {
+        return;
+    }
+    let port = http_server("host service");
+    let w = World::new(
+        "[network]\npreset = \"deny-all\"\nallow = [\"allowed.test\"]\n\
+         resolve = { \"allowed.test\" = \"127.0.0.1\" }\n",
+    );
+    let o = w.sh(
+        &[],
+        &format!("curl -s -o /dev/null -w '%{{http_code}}' http://allowed.test:{port}/"),
+    );
+    let code = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(code == "403" || code == "502", "refused, got {}", out(&o));
+    assert!(
+        w.log()
+            .iter()
+            .any(|l| l["host"] == "allowed.test" && l["decision"] != "allowed")
+    );
+}
+
+#[test]
+fn case_trailing_dot_and_port_variants_of_a_denied_host_are_denied() {
+    if !sandbox_available() {
+        return;
+    }
+    let port = http_server("x");
+    let w = World::new(&format!(
+        "[network]\npreset = \"allow-all\"\nallow_private = true\ndeny = [\"blocked.test\"]\n\
+         resolve = {{ \"blocked.test\" = \"127.0.0.1\" }}\n# port {port}\n"
+    ));
+    for url in [
+        format!("http://BLOCKED.test:{port}/"),
+        format!("http://blocked.test.:{port}/"),
+        format!("http://Blocked.Test.:{port}/"),
+        "http://blocked.test:80/".to_owned(),
+    ] {
+        let o = w.sh(
+            &[],
+            &format!("curl -s -o /dev/null -w '%{{http_code}}' '{url}'"),
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            "403",
+            "{url}: {}",
+            out(&o)
+        );
+    }
+}
+
+#[test]
+fn direct_connections_bypassing_the_proxy_fail() {
+    if !sandbox_available() {
+        return;
+    }
+    let port = http_server("should not be reachable");
+    let w = World::new("[network]\npreset = \"allow-all\"\nallow_private = true\n");
+    let o = w.sh(
+        &[],
+        &format!("curl -s -m 5 --noproxy '*' http://127.0.0.1:{port}/; echo \"rc=$?\""),
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(!text.contains("should not be reachable"), "{}", out(&o));
+    assert!(
+        text.contains("rc=7"),
+        "connection refused inside: {}",
+        out(&o)
+    );
+}
+
+#[test]
+fn cli_rules_add_to_the_config() {
+    if !sandbox_available() {
+        return;
+    }
+    let port = http_server("via --allow-host");
+    let w = World::new(
+        "[network]\npreset = \"deny-all\"\nresolve = { \"cli.test\" = \"127.0.0.1\" }\n",
+    );
+    let script = format!("curl -s http://cli.test:{port}/");
+    let denied = w.sh(&[], &script);
+    assert!(!String::from_utf8_lossy(&denied.stdout).contains("via --allow-host"));
+    let allowed = w.sh(
+        &["--allow-host", "cli.test", "--allow-host", "127.0.0.1"],
+        &script,
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&allowed.stdout),
+        "via --allow-host",
+        "{}",
+        out(&allowed)
+    );
+    let overridden = w.sh(
+        &[
+            "--allow-host",
+            "cli.test",
+            "--allow-host",
+            "127.0.0.1",
+            "--deny-host",
+            "cli.test",
+        ],
+        &script,
+    );
+    assert!(
+        !String::from_utf8_lossy(&overridden.stdout).contains("via --allow-host"),
+        "deny wins"
+    );
+}
+
+#[test]
+fn an_invalid_rule_is_an_error_before_anything_starts() {
+    let w = World::new("[network]\nallow = [\"bad host name\"]\n");
+    let o = w.sh(&[], "true");
+    assert_eq!(o.status.code(), Some(125), "{}", out(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("bad host name"),
+        "{}",
+        out(&o)
+    );
+    assert!(!w.home.join(".local/share/airlock/sandboxes").exists() || w.log().is_empty());
+}
+
+/// A TLS server (openssl s_server) with a self-signed certificate for `allowed.test`.
+struct TlsServer {
+    child: Child,
+    port: u16,
+    cert: PathBuf,
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tls_server(dir: &Path) -> Option<TlsServer> {
+    let cert = dir.join("cert.pem");
+    let key = dir.join("key.pem");
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=allowed.test",
+        ])
+        .args(["-addext", "subjectAltName=DNS:allowed.test"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(Stdio::null())
+        .status()
+        .ok()?;
+    if !made.success() {
+        return None;
+    }
+    let port = TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()?
+        .port();
+    let mut child = Command::new("openssl")
+        .args(["s_server", "-www", "-accept"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("-cert")
+        .arg(&cert)
+        .arg("-key")
+        .arg(&key)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    // s_server prints ACCEPT once it listens.
+    let mut stdout = child.stdout.take()?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    while !String::from_utf8_lossy(&seen).contains("ACCEPT") {
+        if Instant::now() > deadline || stdout.read(&mut byte).ok()? == 0 {
+            return None;
+        }
+        seen.push(byte[0]);
+    }
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    Some(TlsServer { child, port, cert })
+}
+
+#[test]
+fn tls_passes_through_connect_untouched() {
+    if !sandbox_available() {
+        return;
+    }
+    let w = World::new(
+        "[network]\npreset = \"deny-all\"\nallow = [\"allowed.test\", \"127.0.0.1\"]\n\
+         resolve = { \"allowed.test\" = \"127.0.0.1\" }\n",
+    );
+    let Some(server) = tls_server(&w.project) else {
+        eprintln!("skipped: openssl cannot start a TLS test server here");
+        return;
+    };
+    let cert = server.cert.display().to_string();
+    let o = w.sh(
+        &[],
+        &format!(
+            "curl -sS --cacert '{cert}' -o /dev/null -w '%{{http_code}}' https://allowed.test:{}/",
+            server.port
+        ),
+    );
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "200", "{}", out(&o));
+    let log = w.log();
+    assert!(
+        log.iter()
+            .any(|l| l["method"] == "CONNECT" && l["decision"] == "allowed"),
+        "{log:?}"
+    );
+}

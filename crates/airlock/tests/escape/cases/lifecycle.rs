@@ -1,0 +1,215 @@
+//! The supervisor's contract: exit statuses and signals come back, signals reach the workload,
+//! the sandbox dies with airlock, and bad projects are refused before anything is created.
+
+use std::fs;
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::Path;
+use std::process::Child;
+
+use crate::check;
+use crate::harness::{
+    CONDITION_DEADLINE, Mode, Outcome, RUN_DEADLINE, World, fail, pids_with_marker, process_alive,
+    status_text, wait_deadline, wait_until,
+};
+
+pub fn exit_status_42(mode: &Mode) -> Outcome {
+    let mut w = World::new(mode)?;
+    let run = w.airlock(&["run", "--", "sh", "-c", "exit 42"])?;
+    check!(
+        run.code() == Some(42),
+        "expected exit 42:\n      {}",
+        run.describe()
+    );
+    Ok(())
+}
+
+pub fn signal_death_reraised(mode: &Mode) -> Outcome {
+    let mut w = World::new(mode)?;
+    let run = w.airlock(&["run", "--", "sh", "-c", "kill -TERM $$"])?;
+    check!(
+        run.status.signal() == Some(libc::SIGTERM),
+        "expected airlock to die of SIGTERM like its workload:\n      {}",
+        run.describe()
+    );
+    Ok(())
+}
+
+/// Starts `airlock run -- sh -c <script>` and waits until the workload has created `started`
+/// in the project. Returns the running airlock.
+fn start_workload(
+    w: &mut World,
+    script: &str,
+    started: &Path,
+) -> Result<Child, crate::harness::Failure> {
+    let cwd = w.project.clone();
+    let (mut cmd, out, err) = w.airlock_command(&cwd, &["run", "--", "sh", "-c", script])?;
+    let mut child = cmd.spawn()?;
+    let mut exited = None;
+    let ready = wait_until(CONDITION_DEADLINE, || {
+        if let Ok(Some(status)) = child.try_wait() {
+            exited = Some(status);
+            return true;
+        }
+        started.exists()
+    });
+    if !ready || exited.is_some() {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(fail(format!(
+            "the workload never signalled it was running ({}):\n      airlock run -- sh -c {script:?}\n      stdout: {}\n      stderr: {}",
+            exited.map_or_else(|| format!("not within {CONDITION_DEADLINE:?}"), status_text),
+            fs::read_to_string(out).unwrap_or_default().trim(),
+            fs::read_to_string(err).unwrap_or_default().trim()
+        )));
+    }
+    Ok(child)
+}
+
+pub fn sigterm_forwarded(mode: &Mode) -> Outcome {
+    let mut w = World::new(mode)?;
+    let started = w.project.join("started-term");
+    let script = "trap 'exit 7' TERM; : > started-term; while :; do sleep 0.1; done";
+    let mut airlock = start_workload(&mut w, script, &started)?;
+    // SAFETY: kill has no memory effects; the pid is our own unreaped child.
+    unsafe { libc::kill(airlock.id() as libc::pid_t, libc::SIGTERM) };
+    let status = wait_deadline(&mut airlock, RUN_DEADLINE)?;
+    let Some(status) = status else {
+        let _ = airlock.kill();
+        let _ = airlock.wait();
+        return Err(fail(format!(
+            "airlock did not exit within {RUN_DEADLINE:?} of SIGTERM"
+        )));
+    };
+    check!(
+        status.code() == Some(7),
+        "SIGTERM to airlock must reach the workload (its trap exits 7); got {}",
+        status_text(status)
+    );
+    Ok(())
+}
+
+pub fn sigkill_kills_sandbox(mode: &Mode) -> Outcome {
+    let mut w = World::new(mode)?;
+    let marker = format!("airlock-escape-kill9-{}", w.token);
+    let started = w.project.join("started-kill9");
+    // The workload records its pid as seen inside (atomically, so the host never reads half).
+    let script = format!(
+        ": {marker}; echo $$ > started.tmp && mv started.tmp started-kill9; while :; do sleep 0.1; done"
+    );
+    let mut airlock = start_workload(&mut w, &script, &started)?;
+    let airlock_pid = airlock.id();
+    let inner_pid: u32 = fs::read_to_string(&started)?.trim().parse().unwrap_or(0);
+    // The sandbox has its own pid namespace: find the workload on the host by the marker in its
+    // argv, and make sure it is the one whose pid inside is the one it wrote (NSpid), i.e. a
+    // process in a nested pid namespace, not a transient fork or airlock itself.
+    let inside: Vec<(u32, u64)> = pids_with_marker(&marker)
+        .into_iter()
+        .filter(|(pid, _)| *pid != airlock_pid)
+        .collect();
+    let workload = inside.iter().find(|(pid, _)| {
+        ns_pids(*pid).is_some_and(|ns| ns.len() >= 2 && ns.last() == Some(&inner_pid))
+    });
+    if workload.is_none() {
+        let _ = airlock.kill();
+        let _ = airlock.wait();
+        return Err(fail(format!(
+            "did not find the workload (pid {inner_pid} inside a nested pid namespace) among the host processes carrying {marker} (other than airlock {airlock_pid}): {inside:?}"
+        )));
+    }
+    airlock.kill()?;
+    if wait_deadline(&mut airlock, RUN_DEADLINE)?.is_none() {
+        return Err(fail("airlock survived SIGKILL"));
+    }
+    let gone = wait_until(CONDITION_DEADLINE, || {
+        inside
+            .iter()
+            .all(|(pid, start)| !process_alive(*pid, *start))
+    });
+    if !gone {
+        let survivors: Vec<String> = inside
+            .iter()
+            .filter(|(pid, start)| process_alive(*pid, *start))
+            .map(|(pid, _)| {
+                let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let shown = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+                // SAFETY: kill has no memory effects; cleans up what the sandbox left behind.
+                unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
+                format!("{pid}: {}", shown.trim())
+            })
+            .collect();
+        return Err(fail(format!(
+            "sandbox processes outlived airlock's SIGKILL by {CONDITION_DEADLINE:?}: {survivors:?}"
+        )));
+    }
+    Ok(())
+}
+
+pub fn command_not_found(mode: &Mode) -> Outcome {
+    let mut w = World::new(mode)?;
+    let missing = "airlock-escape-no-such-command";
+    let run = w.airlock(&["run", "--", missing])?;
+    check!(
+        run.code() == Some(127),
+        "expected exit 127:\n      {}",
+        run.describe()
+    );
+    check!(
+        run.stderr.contains(missing),
+        "the error must name the missing command:\n      {}",
+        run.describe()
+    );
+    Ok(())
+}
+
+/// Nothing may be left under the state root after a refused launch.
+fn no_sandbox_created(w: &World) -> Outcome {
+    let sandboxes = w.home.join(".local/share/airlock/sandboxes");
+    let created: Vec<String> = fs::read_dir(&sandboxes)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    check!(
+        created.is_empty(),
+        "a refused launch left state behind in {}: {created:?}",
+        sandboxes.display()
+    );
+    Ok(())
+}
+
+fn refused(run: &crate::harness::Run) -> Outcome {
+    check!(
+        run.code() == Some(125) && !run.stderr.trim().is_empty(),
+        "expected a refusal (exit 125 with a message):\n      {}",
+        run.describe()
+    );
+    Ok(())
+}
+
+pub fn refuse_root_project(mode: &Mode) -> Outcome {
+    let mut w = World::new(mode)?;
+    refused(&w.airlock(&["run", "--project", "/", "--", "sh", "-c", "exit 0"])?)?;
+    no_sandbox_created(&w)
+}
+
+pub fn refuse_home_project(mode: &Mode) -> Outcome {
+    let mut w = World::new(mode)?;
+    let home = w.home.to_str().expect("temp paths are UTF-8").to_owned();
+    refused(&w.airlock(&["run", "--project", &home, "--", "sh", "-c", "exit 0"])?)?;
+    let cwd = w.home.clone();
+    refused(&w.airlock_in(&cwd, &["run", "--", "sh", "-c", "exit 0"])?)?;
+    no_sandbox_created(&w)
+}
+
+/// The pids of `pid` in each nested pid namespace, outermost first (`NSpid` in its status).
+fn ns_pids(pid: u32) -> Option<Vec<u32>> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+    Some(
+        line.split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect(),
+    )
+}

@@ -1,0 +1,193 @@
+//! The escape cases. Each one makes attempts that must fail and at least one control that must
+//! succeed, so a sandbox that fails to start (or refuses everything) cannot pass.
+//! Names are what `docs/security.md` cites.
+
+use crate::harness::{Mode, Outcome};
+
+mod files;
+mod kernel;
+mod lifecycle;
+mod network;
+mod processes;
+
+/// One named case.
+pub struct Case {
+    pub name: &'static str,
+    pub run: fn(&Mode) -> Outcome,
+}
+
+/// Every case, in the order they run.
+pub const CASES: &[Case] = &[
+    Case {
+        name: "secrets-ssh-key-absent",
+        run: files::ssh_key_absent,
+    },
+    Case {
+        name: "secrets-aws-credentials-absent",
+        run: files::aws_credentials_absent,
+    },
+    Case {
+        name: "secrets-other-credentials-absent",
+        run: files::other_credentials_absent,
+    },
+    Case {
+        name: "etc-secrets-absent",
+        run: files::etc_secrets_absent,
+    },
+    Case {
+        name: "host-homes-absent",
+        run: files::host_homes_absent,
+    },
+    Case {
+        name: "env-files-read-empty",
+        run: files::env_files_read_empty,
+    },
+    Case {
+        name: "env-files-not-writable",
+        run: files::env_files_not_writable,
+    },
+    Case {
+        name: "env-symlink-to-host-secret",
+        run: files::env_symlink_to_host_secret,
+    },
+    Case {
+        name: "write-host-home",
+        run: files::write_host_home,
+    },
+    Case {
+        name: "write-usr",
+        run: files::write_usr,
+    },
+    Case {
+        name: "write-etc",
+        run: files::write_etc,
+    },
+    Case {
+        name: "write-project-sibling",
+        run: files::write_project_sibling,
+    },
+    Case {
+        name: "symlink-to-host-ssh-key",
+        run: files::symlink_to_host_ssh_key,
+    },
+    Case {
+        name: "symlink-to-sibling",
+        run: files::symlink_to_sibling,
+    },
+    Case {
+        name: "control-project-write-visible",
+        run: files::project_write_visible,
+    },
+    Case {
+        name: "control-git-toplevel-is-project",
+        run: files::git_toplevel_is_project,
+    },
+    Case {
+        name: "host-process-invisible",
+        run: processes::host_process_invisible,
+    },
+    Case {
+        name: "host-process-unsignalable",
+        run: processes::host_process_unsignalable,
+    },
+    Case {
+        name: "inherited-fds-closed",
+        run: processes::inherited_fds_closed,
+    },
+    Case {
+        name: "proc-links-stay-inside",
+        run: processes::proc_links_stay_inside,
+    },
+    Case {
+        name: "host-env-not-visible",
+        run: processes::host_env_not_visible,
+    },
+    Case {
+        name: "network-none-host-tcp",
+        run: network::none_host_tcp,
+    },
+    Case {
+        name: "network-none-host-abstract-socket",
+        run: network::none_host_abstract_socket,
+    },
+    Case {
+        name: "host-unix-socket-in-home-absent",
+        run: network::host_unix_socket_absent,
+    },
+    Case {
+        name: "tiocsti-denied",
+        run: kernel::tiocsti_denied,
+    },
+    Case {
+        name: "tiocsti-inherited-terminal",
+        run: kernel::tiocsti_inherited_terminal,
+    },
+    Case {
+        name: "tioclinux-denied",
+        run: kernel::tioclinux_denied,
+    },
+    Case {
+        name: "keyring-syscalls-denied",
+        run: kernel::keyring_denied,
+    },
+    Case {
+        name: "bpf-setns-denied",
+        run: kernel::bpf_setns_denied,
+    },
+    Case {
+        name: "unshare-user-denied",
+        run: kernel::unshare_user_denied,
+    },
+    Case {
+        name: "clone3-enosys",
+        run: kernel::clone3_enosys,
+    },
+    Case {
+        name: "x32-abi-refused",
+        run: kernel::x32_refused,
+    },
+    Case {
+        name: "mount-denied",
+        run: kernel::mount_denied,
+    },
+    Case {
+        name: "host-devices-absent",
+        run: kernel::host_devices_absent,
+    },
+    Case {
+        name: "privileges-dropped",
+        run: kernel::privileges_dropped,
+    },
+    Case {
+        name: "setuid-no-escalation",
+        run: kernel::setuid_no_escalation,
+    },
+    Case {
+        name: "control-exit-status-42",
+        run: lifecycle::exit_status_42,
+    },
+    Case {
+        name: "control-signal-death-reraised",
+        run: lifecycle::signal_death_reraised,
+    },
+    Case {
+        name: "sigterm-forwarded",
+        run: lifecycle::sigterm_forwarded,
+    },
+    Case {
+        name: "sigkill-kills-sandbox",
+        run: lifecycle::sigkill_kills_sandbox,
+    },
+    Case {
+        name: "command-not-found-127",
+        run: lifecycle::command_not_found,
+    },
+    Case {
+        name: "refuse-root-project",
+        run: lifecycle::refuse_root_project,
+    },
+    Case {
+        name: "refuse-home-project",
+        run: lifecycle::refuse_home_project,
+    },
+];

@@ -1,0 +1,150 @@
+//! The escape suite: real escape attempts against the real `airlock` binary.
+//!
+//! One executable, two roles. Called as `<exe> probe <action> [args]` it is the probe that runs
+//! inside the sandbox ([`probe`]). Otherwise it runs every case in [`cases`] twice: as the
+//! current user, and (when root) as an unprivileged user (`AIRLOCK_TEST_USER`, default
+//! `airlock-test`), printing `ok`, `FAIL` or `skip (reason)` per case and a final
+//! `N passed, N failed, N skipped` line. Arguments not starting with `-` filter cases by name;
+//! `AIRLOCK_ESCAPE_BIN` points the suite at another binary (e.g. a deliberately broken one).
+
+mod cases;
+mod harness;
+mod probe;
+
+use std::io::Write as _;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use harness::{Failure, Mode, User};
+
+const DEFAULT_TEST_USER: &str = "airlock-test";
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("probe") {
+        std::process::exit(probe::run(&args[1..]));
+    }
+    std::process::exit(suite(&args));
+}
+
+#[derive(Default)]
+struct Tally {
+    passed: usize,
+    failed: usize,
+    skipped: usize,
+}
+
+fn suite(args: &[String]) -> i32 {
+    if args.iter().any(|a| a == "--list") {
+        for case in cases::CASES {
+            println!("{}: test", case.name);
+        }
+        return 0;
+    }
+    let filters: Vec<&str> = args
+        .iter()
+        .filter(|a| !a.starts_with('-'))
+        .map(String::as_str)
+        .collect();
+    let selected: Vec<&cases::Case> = cases::CASES
+        .iter()
+        .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f)))
+        .collect();
+
+    println!(
+        "escape suite: {} cases against {}",
+        selected.len(),
+        harness::airlock_under_test().display()
+    );
+    let mut tally = Tally::default();
+    for (label, mode) in modes() {
+        run_mode(&label, mode, &selected, &mut tally);
+    }
+    println!(
+        "{} passed, {} failed, {} skipped",
+        tally.passed, tally.failed, tally.skipped
+    );
+    i32::from(tally.failed > 0)
+}
+
+/// The two modes: the current user, then the unprivileged user, or why a mode cannot run
+/// (`Skip`: not possible here, printed per case; `Fail`: the harness itself broke).
+fn modes() -> Vec<(String, Result<Mode, Failure>)> {
+    let mut modes = Vec::new();
+    let current = Mode::new(None).map_err(prepare_failed);
+    let label = current
+        .as_ref()
+        .map_or_else(|_| "current-user".to_owned(), |m| m.label.clone());
+    modes.push((label, current));
+
+    let name = std::env::var("AIRLOCK_TEST_USER").unwrap_or_else(|_| DEFAULT_TEST_USER.to_owned());
+    // SAFETY: geteuid cannot fail.
+    let unprivileged = if unsafe { libc::geteuid() } != 0 {
+        Err(Failure::Skip("not running as root, so the suite cannot switch to an unprivileged user (scripts/test as root runs this mode)".to_owned()))
+    } else {
+        match User::lookup(&name) {
+            None => Err(Failure::Skip(format!(
+                "user {name:?} does not exist; scripts/test creates it (useradd --system --no-create-home --shell /usr/sbin/nologin {name})"
+            ))),
+            Some(u) if u.uid == 0 => Err(Failure::Fail(format!(
+                "AIRLOCK_TEST_USER={name} is uid 0, not an unprivileged user"
+            ))),
+            Some(u) => Mode::new(Some(u)).map_err(prepare_failed),
+        }
+    };
+    modes.push((name, unprivileged));
+    modes
+}
+
+fn prepare_failed(e: std::io::Error) -> Failure {
+    Failure::Fail(format!(
+        "cannot copy the binaries under test ({}) into a temp dir: {e}",
+        harness::airlock_under_test().display()
+    ))
+}
+
+fn run_mode(
+    label: &str,
+    mode: Result<Mode, Failure>,
+    selected: &[&cases::Case],
+    tally: &mut Tally,
+) {
+    let width = selected.iter().map(|c| c.name.len()).max().unwrap_or(0);
+    for case in selected {
+        print!("[{label}] {:width$} ... ", case.name);
+        let _ = std::io::stdout().flush();
+        let outcome = match &mode {
+            Err(Failure::Skip(reason)) => Err(Failure::Skip(reason.clone())),
+            Err(Failure::Fail(reason)) => Err(Failure::Fail(reason.clone())),
+            Ok(mode) => {
+                catch_unwind(AssertUnwindSafe(|| (case.run)(mode))).unwrap_or_else(|panic| {
+                    Err(Failure::Fail(format!(
+                        "the case panicked: {}",
+                        panic_text(&panic)
+                    )))
+                })
+            }
+        };
+        match outcome {
+            Ok(()) => {
+                tally.passed += 1;
+                println!("ok");
+            }
+            Err(Failure::Skip(reason)) => {
+                tally.skipped += 1;
+                println!("skip ({reason})");
+            }
+            Err(Failure::Fail(reason)) => {
+                tally.failed += 1;
+                println!("FAIL\n      {reason}");
+            }
+        }
+    }
+}
+
+fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "(no message)".to_owned())
+}

@@ -1,0 +1,117 @@
+//! Processes: signals, ids, `/proc/self/status`, and what other processes' `/proc` entries give away.
+
+use std::fs;
+
+use super::{Attempt, Denial, denial, errno_name, last_denial};
+
+pub(super) fn kill(signal: &str, pid: &str) -> Attempt {
+    let signal: i32 = signal.parse().unwrap_or(-1);
+    let pid: i32 = if pid == "self" {
+        std::process::id() as i32
+    } else {
+        pid.parse().unwrap_or(0)
+    };
+    if signal < 0 || pid <= 0 {
+        return Err(Denial {
+            name: "EINVAL".into(),
+            what: "bad kill arguments".into(),
+        });
+    }
+    // SAFETY: kill has no memory effects.
+    if unsafe { libc::kill(pid, signal) } == 0 {
+        Ok(format!("kill({pid}, {signal}) succeeded"))
+    } else {
+        Err(last_denial(format!("kill({pid}, {signal})")))
+    }
+}
+
+pub(super) fn ids() -> String {
+    // SAFETY: these calls cannot fail and touch no memory.
+    let (uid, euid, gid, egid) = unsafe {
+        (
+            libc::getuid(),
+            libc::geteuid(),
+            libc::getgid(),
+            libc::getegid(),
+        )
+    };
+    format!("uid={uid} euid={euid} gid={gid} egid={egid}")
+}
+
+/// Prints `Field=value` for each named line of `/proc/self/status` (`Field=?` when absent).
+pub(super) fn status_fields(fields: &[&str]) -> Attempt {
+    let status = fs::read_to_string("/proc/self/status")
+        .map_err(|e| denial("read /proc/self/status", &e))?;
+    let shown: Vec<String> = fields
+        .iter()
+        .map(|field| {
+            let prefix = format!("{field}:");
+            let value = status
+                .lines()
+                .find_map(|l| l.strip_prefix(&prefix))
+                .map_or("?", str::trim);
+            format!("{field}={value}")
+        })
+        .collect();
+    Ok(shown.join(" "))
+}
+
+/// Tries `/proc/<pid>/root<path>` for every visible process: a process whose root is still the
+/// host's (an init that never pivoted, say) would hand out the host tree.
+pub(super) fn read_via_proc_roots(path: &str) -> Attempt {
+    let mut refusals = std::collections::BTreeSet::new();
+    for pid in numeric_proc_entries() {
+        let through = format!("/proc/{pid}/root{path}");
+        match fs::read(&through) {
+            Ok(bytes) => {
+                let shown = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned();
+                return Ok(format!("read {through}: {} bytes {shown:?}", bytes.len()));
+            }
+            Err(e) => {
+                refusals.insert(errno_name(e.raw_os_error().unwrap_or(0)));
+            }
+        }
+    }
+    Err(Denial {
+        name: refusals.into_iter().collect::<Vec<_>>().join(","),
+        what: format!("/proc/*/root{path}"),
+    })
+}
+
+/// Looks for a `NAME=` entry in this process's environment and in every readable
+/// `/proc/<pid>/environ` (sandbox init included). Success means it was found.
+pub(super) fn find_env(name: &str) -> Attempt {
+    if std::env::var_os(name).is_some() {
+        return Ok(format!("{name} is in the probe's own environment"));
+    }
+    let entry = format!("{name}=");
+    let (mut read, mut unreadable) = (0, 0);
+    for pid in numeric_proc_entries() {
+        match fs::read(format!("/proc/{pid}/environ")) {
+            Ok(env) => {
+                read += 1;
+                if env
+                    .split(|b| *b == 0)
+                    .any(|e| e.starts_with(entry.as_bytes()))
+                {
+                    return Ok(format!("{name} is in /proc/{pid}/environ"));
+                }
+            }
+            Err(_) => unreadable += 1,
+        }
+    }
+    Err(Denial {
+        name: "ENOENT".into(),
+        what: format!("{name} not found ({read} environ files read, {unreadable} unreadable)"),
+    })
+}
+
+pub(super) fn numeric_proc_entries() -> Vec<u32> {
+    fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}

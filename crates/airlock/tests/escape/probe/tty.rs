@@ -1,0 +1,77 @@
+//! Terminals: TIOCSTI/TIOCLINUX injection and the window size.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+
+use super::{Attempt, Denial, TIOCLINUX, denial, errno_exit, in_child, last_denial, raw_syscall};
+
+/// A pseudo-terminal pair: the master fd and the slave's path.
+pub(super) fn open_pty() -> Result<(OwnedFd, CString), Denial> {
+    // SAFETY: plain libc calls on a fresh fd; `buf` outlives `ptsname_r`.
+    unsafe {
+        let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(last_denial("posix_openpt"));
+        }
+        let master = OwnedFd::from_raw_fd(fd);
+        if libc::grantpt(fd) != 0 || libc::unlockpt(fd) != 0 {
+            return Err(last_denial("grantpt/unlockpt"));
+        }
+        let mut buf = [0 as libc::c_char; 128];
+        let rc = libc::ptsname_r(fd, buf.as_mut_ptr(), buf.len());
+        if rc != 0 {
+            return Err(denial("ptsname_r", &io::Error::from_raw_os_error(rc)));
+        }
+        Ok((master, std::ffi::CStr::from_ptr(buf.as_ptr()).to_owned()))
+    }
+}
+
+/// TIOCSTI on a pty that is the caller's controlling terminal, the one case the kernel allows
+/// (with `dev.tty.legacy_tiocsti = 1`); so only a filter can make it fail here.
+pub(super) fn tiocsti(request: u64) -> Attempt {
+    let (_master, slave) = open_pty()?;
+    in_child(&format!("ioctl(ctty, {request:#x} TIOCSTI)"), || {
+        // SAFETY: in the forked child: become a session leader, then the first tty opened
+        // becomes the controlling terminal.
+        unsafe {
+            if libc::setsid() < 0 {
+                return errno_exit();
+            }
+            let fd = libc::open(slave.as_ptr(), libc::O_RDWR);
+            if fd < 0 {
+                return errno_exit();
+            }
+            let byte: u8 = b' ';
+            // The raw syscall passes all 64 bits of `request` to the filter.
+            if libc::syscall(libc::SYS_ioctl, fd, request, &byte as *const u8) < 0 {
+                return errno_exit();
+            }
+        }
+        0
+    })
+}
+
+pub(super) fn tioclinux() -> Attempt {
+    let (master, _) = open_pty()?;
+    let fd = master.as_raw_fd();
+    raw_syscall("ioctl(pty, TIOCLINUX)", || {
+        let subcode: u8 = 7; // TIOCL_GETSHIFTSTATE: read-only
+        // SAFETY: `subcode` is a valid byte for the kernel to read and write.
+        unsafe { libc::syscall(libc::SYS_ioctl, fd, TIOCLINUX, &subcode as *const u8) }
+    })
+}
+
+pub(super) fn tiocgwinsz() -> Attempt {
+    let (master, _) = open_pty()?;
+    winsize(master.as_raw_fd())
+}
+
+pub(super) fn winsize(fd: libc::c_int) -> Attempt {
+    // SAFETY: an all-zero winsize is valid, and TIOCGWINSZ fills it.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    if unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) } != 0 {
+        return Err(last_denial(format!("ioctl({fd}, TIOCGWINSZ)")));
+    }
+    Ok(format!("winsize={}x{}", ws.ws_row, ws.ws_col))
+}

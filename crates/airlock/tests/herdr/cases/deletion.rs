@@ -1,0 +1,314 @@
+//! Deletions: the popup confirmed, cancelled and timed out; the worktree hook; prune-mappings; an
+//! unreadable `sbx ls` never treated as "sandbox gone".
+
+use serde_json::json;
+
+use crate::check;
+use crate::world::{Outcome, World};
+
+pub fn popup_cancelled_and_timed_out() -> Outcome {
+    let mut w = World::new();
+    let repo = w.git_repo("repo");
+    let (pane, name) = w.start_agent(&repo)?;
+    let ctx = w.ctx_pane(&pane).to_string();
+    let run = w.action_with(
+        "forget-mapping",
+        Some(&ctx),
+        &[("FAKE_HERDR_POPUP_INPUT", "no thanks\n")],
+    );
+    check!(
+        !run.ok() && run.kind() == "cancelled",
+        "declined: {}",
+        run.show()
+    );
+    check!(
+        w.sandbox(&name).is_some() && w.mapping(&pane).is_some(),
+        "nothing deleted"
+    );
+    check!(
+        w.mapping(&pane).is_some_and(|m| m["deletion"].is_null()),
+        "no claim left behind"
+    );
+    w.set("HERDR_SBX_CONFIRMATION_TIMEOUT_MS", "400");
+    let run = w.action("replace-sandbox", w.ctx_pane(&pane));
+    check!(
+        !run.ok()
+            && run.kind() == "cancelled"
+            && run.result["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("Nobody answered")),
+        "timed out: {}",
+        run.show()
+    );
+    check!(w.sandbox(&name).is_some(), "nothing deleted");
+    let leftovers = std::fs::read_dir(w.state_dir.join("confirmations"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    check!(leftovers == 0, "request files swept ({leftovers} left)");
+    Ok(())
+}
+
+pub fn worktree_hook() -> Outcome {
+    let w = World::new();
+    let repo = w.git_repo("repo");
+    let other = w.git_repo("other");
+    let (pane_a, name_a) = w.start_agent(&repo)?;
+    let (pane_b, name_b) = w.start_agent(&repo)?;
+    let (pane_c, name_c) = w.start_agent(&other)?;
+    let event = json!({"event": "worktree.removed", "data": {"type": "worktree_removed", "workspace_id": "w1", "forced": false,
+        "worktree": {"path": repo.display().to_string(), "is_bare": false, "is_detached": false, "is_prunable": false, "is_linked_worktree": true, "label": "repo"}}});
+    // Declined: everything is kept for prune-mappings.
+    let run = w.airlock(
+        &["herdr", "event"],
+        &[
+            ("HERDR_PLUGIN_EVENT_JSON", &event.to_string()),
+            ("FAKE_HERDR_POPUP_INPUT", "keep\n"),
+        ],
+    );
+    check!(
+        run.ok() && run.result["confirmed"] == false,
+        "declined: {}",
+        run.show()
+    );
+    check!(
+        w.sandbox(&name_a).is_some() && w.mapping(&pane_a).is_some(),
+        "kept"
+    );
+    let run = w.airlock(
+        &["herdr", "event"],
+        &[
+            ("HERDR_PLUGIN_EVENT_JSON", &event.to_string()),
+            ("FAKE_HERDR_POPUP_INPUT", "DELETE\n"),
+        ],
+    );
+    check!(
+        run.ok()
+            && run.result["confirmed"] == true
+            && run.result["deleted"].as_array().map_or(0, Vec::len) == 2,
+        "confirmed: {}",
+        run.show()
+    );
+    check!(
+        w.sandbox(&name_a).is_none()
+            && w.sandbox(&name_b).is_none()
+            && w.mapping(&pane_a).is_none()
+            && w.mapping(&pane_b).is_none(),
+        "both deleted"
+    );
+    check!(
+        w.sandbox(&name_c).is_some() && w.mapping(&pane_c).is_some(),
+        "the other worktree's sandbox stays"
+    );
+    let popups = w.herdr_state(|s| s["popups"].as_array().map_or(0, Vec::len));
+    check!(popups == 2, "one popup per hook run ({popups})");
+    let run = w.airlock(
+        &["herdr", "event"],
+        &[("HERDR_PLUGIN_EVENT_JSON", "{garbage")],
+    );
+    check!(
+        !run.ok() && run.kind() == "target",
+        "garbage event: {}",
+        run.show()
+    );
+    Ok(())
+}
+
+pub fn prune_mappings() -> Outcome {
+    let w = World::new();
+    let repo = w.git_repo("repo");
+    let (gone_both, name_gone) = w.start_agent(&repo)?;
+    let (orphan, name_orphan) = w.start_agent(&repo)?;
+    let (alive, _) = w.start_agent(&repo)?;
+    w.herdr_state(|s| {
+        let panes = s["panes"].as_object_mut().expect("panes");
+        panes.remove(&gone_both);
+        panes.remove(&orphan);
+    });
+    w.sbx_state(|s| s["sandboxes"].as_object_mut().map(|m| m.remove(&name_gone)));
+    let run = w.action_with(
+        "prune-mappings",
+        Some("{}"),
+        &[("FAKE_HERDR_POPUP_INPUT", "DELETE\n")],
+    );
+    check!(run.ok(), "prune: {}", run.show());
+    check!(
+        run.result["pruned"][0]["paneId"] == gone_both.as_str()
+            && run.result["pruned"].as_array().map_or(0, Vec::len) == 1,
+        "pruned {}",
+        run.result
+    );
+    check!(
+        run.result["deleted"][0]["paneId"] == orphan.as_str()
+            && run.result["orphansConfirmed"] == true,
+        "orphan deleted {}",
+        run.result
+    );
+    check!(
+        run.result["kept"][0]["paneId"] == alive.as_str()
+            && run.result["kept"][0]["reason"] == "pane exists",
+        "kept {}",
+        run.result
+    );
+    check!(
+        w.sandbox(&name_orphan).is_none()
+            && w.mapping(&orphan).is_none()
+            && w.mapping(&gone_both).is_none(),
+        "cleaned"
+    );
+    check!(w.mapping(&alive).is_some(), "the live one stays");
+    Ok(())
+}
+
+pub fn unreadable_ls_is_never_gone() -> Outcome {
+    let mut w = World::new();
+    let repo = w.git_repo("repo");
+    let (mut pane, name) = w.start_agent(&repo)?;
+    for format in ["garbage", "unnamed"] {
+        w.herdr_state(|s| s["panes"].as_object_mut().map(|p| p.remove(&pane)));
+        w.set("FAKE_SBX_LS_FORMAT", format);
+        let list = w.action("list-sandboxes", json!({}));
+        check!(
+            list.ok()
+                && list.result["mappings"][0]["exists"].is_null()
+                && list.result["sandboxError"].is_string(),
+            "{format}: {}",
+            list.show()
+        );
+        let prune = w.action_with(
+            "prune-mappings",
+            Some("{}"),
+            &[("FAKE_HERDR_POPUP_INPUT", "DELETE\n")],
+        );
+        check!(
+            !prune.ok() && prune.kind() == "unknown",
+            "{format}: prune fails closed: {}",
+            prune.show()
+        );
+        check!(
+            w.mapping(&pane).is_some() && w.sandbox(&name).is_some(),
+            "{format}: nothing pruned or deleted"
+        );
+        let reconnect = w.action("reconnect", w.ctx_pane(&pane));
+        check!(
+            reconnect.ok(),
+            "{format}: reconnect adopts: {}",
+            reconnect.show()
+        );
+        pane = reconnect.result["paneId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        w.wait_for("the bridge to give up", || {
+            w.mapping(&pane)
+                .is_some_and(|m| m["bridge"]["exitedAt"].is_string())
+        })?;
+        let m = w.mapping(&pane).ok_or("mapping")?;
+        check!(
+            m["lifecycleState"] != "missing",
+            "{format}: never marked missing: {m}"
+        );
+        check!(
+            w.pane_outputs().contains("sbx ls --json"),
+            "{format}: the pane shows the listing error"
+        );
+    }
+    Ok(())
+}
+
+pub fn mapping_changed_during_popup() -> Outcome {
+    let mut w = World::new();
+    let repo = w.git_repo("repo");
+    let (pane, name) = w.start_agent(&repo)?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    w.set(
+        "FAKE_HERDR_ON_POPUP",
+        &format!(
+            "'{}' touch-mapping '{}' '{}'",
+            exe.display(),
+            w.state_dir.display(),
+            pane
+        ),
+    );
+    let run = w.action_with(
+        "forget-mapping",
+        Some(&w.ctx_pane(&pane).to_string()),
+        &[("FAKE_HERDR_POPUP_INPUT", "DELETE\n")],
+    );
+    check!(
+        !run.ok()
+            && run.kind() == "conflict"
+            && run.result["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("changed while the confirmation popup")),
+        "{}",
+        run.show()
+    );
+    check!(
+        w.sandbox(&name).is_some() && w.mapping(&pane).is_some_and(|m| m["deletion"].is_null()),
+        "nothing deleted, no claim left"
+    );
+    Ok(())
+}
+
+pub fn no_session_during_a_deletion() -> Outcome {
+    let mut w = World::new();
+    let repo = w.git_repo("repo");
+    let (pane, name) = w.start_agent(&repo)?;
+    w.set("FAKE_SBX_DELAY_MS", "rm=2000");
+    let mut forget = w.command(&w.plugin_root.join("bin/airlock"));
+    forget
+        .args(["herdr", "action", "forget-mapping"])
+        .current_dir(&w.plugin_root)
+        .env("HERDR_PLUGIN_CONTEXT_JSON", w.ctx_pane(&pane).to_string())
+        .env("FAKE_HERDR_POPUP_INPUT", "DELETE\n")
+        .stdout(std::process::Stdio::piped());
+    let child = forget.spawn().map_err(|e| e.to_string())?;
+    w.wait_for("the deletion claim", || {
+        w.mapping(&pane)
+            .is_some_and(|m| m["deletion"]["pid"].is_u64())
+    })?;
+    for action in ["reconnect", "open-shell", "replace-sandbox"] {
+        let run = w.action_with(
+            action,
+            Some(&w.ctx_pane(&pane).to_string()),
+            &[("FAKE_HERDR_POPUP_INPUT", "DELETE\n")],
+        );
+        check!(
+            !run.ok()
+                && run.kind() == "conflict"
+                && run.result["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("deleting")),
+            "{action}: {}",
+            run.show()
+        );
+    }
+    // A bridge typed earlier that starts now refuses too.
+    let bridge = w.airlock(
+        &[
+            "herdr",
+            "bridge",
+            "connect",
+            "--pane-id",
+            &pane,
+            "--state-dir",
+            &w.state_dir.display().to_string(),
+            "--config-dir",
+            &w.config_dir.display().to_string(),
+        ],
+        &[],
+    );
+    check!(
+        bridge.code == 1 && bridge.stdout.contains("deleting"),
+        "bridge: {}",
+        bridge.stdout
+    );
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let run = crate::world::Run::from(out);
+    check!(
+        run.ok() && run.result["deleted"] == json!([name]),
+        "the deletion finished: {}",
+        run.show()
+    );
+    Ok(())
+}

@@ -1,0 +1,109 @@
+//! The cases, grouped by concern. Each builds its own [`World`](crate::world::World).
+
+pub mod bad_input;
+pub mod deletion;
+pub mod flow;
+pub mod git;
+pub mod locks;
+pub mod misc;
+
+use crate::world::Outcome;
+
+/// A named case.
+pub type Case = (&'static str, fn() -> Outcome);
+
+pub const CASES: &[Case] = &[
+    (
+        "misc_manifest_declares_everything",
+        misc::manifest_declares_everything,
+    ),
+    (
+        "git_not_a_repository_is_not_found",
+        git::not_a_repository_is_not_found,
+    ),
+    (
+        "flow_start_reconnect_shell_stop_replace_forget",
+        flow::start_reconnect_shell_stop_replace_forget,
+    ),
+    (
+        "flow_adopts_a_mapping_whose_pane_is_gone",
+        flow::adopts_a_mapping_whose_pane_is_gone,
+    ),
+    (
+        "flow_swallowed_command_moves_to_a_fresh_pane",
+        flow::swallowed_command_moves_to_a_fresh_pane,
+    ),
+    (
+        "flow_custom_agent_setup_once_and_report_agent",
+        flow::custom_agent_setup_once_and_report_agent,
+    ),
+    (
+        "flow_missing_agent_binary_is_config",
+        flow::missing_agent_binary_is_config,
+    ),
+    (
+        "flow_open_in_tab_and_recycled_pane_id",
+        flow::open_in_tab_and_recycled_pane_id,
+    ),
+    (
+        "guards_refuse_while_agent_or_bridge_runs",
+        flow::guards_refuse_while_agent_or_bridge_runs,
+    ),
+    (
+        "deletion_popup_cancelled_and_timed_out",
+        deletion::popup_cancelled_and_timed_out,
+    ),
+    ("deletion_worktree_hook", deletion::worktree_hook),
+    ("deletion_prune_mappings", deletion::prune_mappings),
+    (
+        "deletion_unreadable_ls_is_never_gone",
+        deletion::unreadable_ls_is_never_gone,
+    ),
+    (
+        "deletion_mapping_changed_during_popup",
+        deletion::mapping_changed_during_popup,
+    ),
+    (
+        "deletion_no_session_during_a_deletion",
+        deletion::no_session_during_a_deletion,
+    ),
+    ("git_fetch_changes_via_bundle", git::fetch_via_bundle),
+    ("git_fetch_changes_via_remote", git::fetch_via_remote),
+    (
+        "git_fetch_changes_refuses_mount_mode",
+        git::refuses_mount_mode,
+    ),
+    ("misc_doctor", misc::doctor),
+    ("misc_list_and_info", misc::list_and_info),
+    ("misc_ls_shapes", misc::ls_shapes),
+    ("misc_open_port", misc::open_port),
+    ("misc_install_keybindings", misc::install_keybindings),
+    (
+        "misc_timeouts_are_daemon_failures",
+        misc::timeouts_are_daemon_failures,
+    ),
+    (
+        "misc_run_action_waits_for_the_result",
+        misc::run_action_waits_for_the_result,
+    ),
+    (
+        "misc_overlay_and_sandboxes_action",
+        misc::overlay_and_sandboxes_action,
+    ),
+    ("bad_input_config", bad_input::config),
+    (
+        "bad_input_mapping_version_and_pane_ids",
+        bad_input::mapping_version_and_pane_ids,
+    ),
+    ("bad_input_context_and_paths", bad_input::context_and_paths),
+    ("bad_input_name_clash", bad_input::name_clash),
+    ("locks_hammer_8_processes", locks::hammer_8_processes),
+    (
+        "locks_kill_9_leaves_a_reclaimable_lock",
+        locks::kill_9_leaves_a_reclaimable_lock,
+    ),
+    (
+        "locks_stale_and_recycled_pids",
+        locks::stale_and_recycled_pids,
+    ),
+];

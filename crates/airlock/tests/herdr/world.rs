@@ -1,0 +1,335 @@
+//! One test's world: a temp HOME with XDG dirs, a plugin root with the real manifest and the real
+//! airlock binary, a `bin/` with the fakes, their state files, and helpers to run actions.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub type Outcome = Result<(), String>;
+
+/// Fails the case with a message unless `cond`.
+#[macro_export]
+macro_rules! check {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!("{} (at line {})", format!($($msg)+), line!()));
+        }
+    };
+}
+
+pub struct World {
+    _tmp: tempfile::TempDir,
+    pub root: PathBuf,
+    pub home: PathBuf,
+    pub plugin_root: PathBuf,
+    pub config_dir: PathBuf,
+    pub state_dir: PathBuf,
+    pub env: Vec<(String, String)>,
+}
+
+/// A finished action: exit code, parsed result line, raw output.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub result: Value,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn ok(&self) -> bool {
+        self.result["ok"] == true
+    }
+
+    pub fn kind(&self) -> &str {
+        self.result["errorKind"].as_str().unwrap_or("")
+    }
+
+    /// An error string describing this run, for failed checks.
+    pub fn show(&self) -> String {
+        format!(
+            "exit {}, result {}, stderr {}",
+            self.code,
+            self.result,
+            self.stderr.trim()
+        )
+    }
+}
+
+impl World {
+    pub fn new() -> World {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().to_owned();
+        let home = root.join("home");
+        let bin = root.join("bin");
+        let plugin_root = root.join("plugin");
+        for d in [
+            &home,
+            &bin,
+            &plugin_root.join("bin"),
+            &root.join("herdr"),
+            &root.join("sbx-root"),
+        ] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        let exe = std::env::current_exe().expect("test exe");
+        std::os::unix::fs::symlink(&exe, bin.join("herdr")).expect("symlink herdr");
+        std::os::unix::fs::symlink(&exe, bin.join("sbx")).expect("symlink sbx");
+        let manifest =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../herdr-plugin/herdr-plugin.toml");
+        std::fs::copy(&manifest, plugin_root.join("herdr-plugin.toml")).expect("manifest copies");
+        std::os::unix::fs::symlink(
+            env!("CARGO_BIN_EXE_airlock"),
+            plugin_root.join("bin/airlock"),
+        )
+        .expect("symlink airlock");
+        let config_dir = root.join("config/herdr/plugins/config/airlock.sandbox");
+        std::fs::create_dir_all(&config_dir).expect("mkdir");
+        let state_dir = root.join("state/airlock/herdr");
+        let s = |p: &Path| p.display().to_string();
+        let env = vec![
+            ("HOME".into(), s(&home)),
+            ("XDG_CONFIG_HOME".into(), s(&root.join("config"))),
+            ("XDG_STATE_HOME".into(), s(&root.join("state"))),
+            (
+                "PATH".into(),
+                format!("{}:/usr/local/bin:/usr/bin:/bin", s(&bin)),
+            ),
+            ("HERDR_BIN_PATH".into(), s(&bin.join("herdr"))),
+            ("HERDR_PLUGIN_ID".into(), "airlock.sandbox".into()),
+            ("HERDR_PLUGIN_ROOT".into(), s(&plugin_root)),
+            ("HERDR_PLUGIN_CONFIG_DIR".into(), s(&config_dir)),
+            (
+                "HERDR_PLUGIN_STATE_DIR".into(),
+                s(&root.join("herdr-plugin-state")),
+            ),
+            ("FAKE_HERDR_STATE".into(), s(&root.join("herdr/state.json"))),
+            ("FAKE_HERDR_LOG".into(), s(&root.join("herdr/argv.jsonl"))),
+            ("FAKE_HERDR_DIR".into(), s(&root.join("herdr"))),
+            ("FAKE_SBX_STATE".into(), s(&root.join("sbx-state.json"))),
+            ("FAKE_SBX_LOG".into(), s(&root.join("sbx-argv.jsonl"))),
+            ("FAKE_SBX_ROOT".into(), s(&root.join("sbx-root"))),
+            ("GIT_CONFIG_NOSYSTEM".into(), "1".into()),
+            ("GIT_AUTHOR_NAME".into(), "t".into()),
+            ("GIT_AUTHOR_EMAIL".into(), "t@example.com".into()),
+            ("GIT_COMMITTER_NAME".into(), "t".into()),
+            ("GIT_COMMITTER_EMAIL".into(), "t@example.com".into()),
+            ("HERDR_SBX_ACK_TIMEOUT_MS".into(), "3000".into()),
+        ];
+        let world = World {
+            _tmp: tmp,
+            root,
+            home,
+            plugin_root,
+            config_dir,
+            state_dir,
+            env,
+        };
+        world.herdr_state(|s| {
+            *s = json!({"panes": {"w1:p1": {"workspace_id": "w1", "label": "main"}}, "next": 100})
+        });
+        world
+    }
+
+    /// Sets an environment variable for every later command.
+    pub fn set(&mut self, key: &str, value: &str) {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.to_owned(), value.to_owned()));
+    }
+
+    pub fn command(&self, program: &Path) -> Command {
+        let mut c = Command::new(program);
+        c.env_clear();
+        for (k, v) in &self.env {
+            c.env(k, v);
+        }
+        c
+    }
+
+    pub fn write_config(&self, config: Value) {
+        std::fs::write(self.config_dir.join("config.json"), config.to_string())
+            .expect("config writes");
+    }
+
+    /// Runs `airlock herdr action <name>` with `ctx` as HERDR_PLUGIN_CONTEXT_JSON.
+    pub fn action(&self, name: &str, ctx: Value) -> Run {
+        self.action_with(name, Some(&ctx.to_string()), &[])
+    }
+
+    pub fn action_with(&self, name: &str, ctx: Option<&str>, extra: &[(&str, &str)]) -> Run {
+        let mut c = self.command(&self.plugin_root.join("bin/airlock"));
+        c.args(["herdr", "action", name])
+            .current_dir(&self.plugin_root);
+        if let Some(ctx) = ctx {
+            c.env("HERDR_PLUGIN_CONTEXT_JSON", ctx);
+        }
+        for (k, v) in extra {
+            c.env(k, v);
+        }
+        Run::from(c.output().expect("airlock runs"))
+    }
+
+    pub fn airlock(&self, args: &[&str], extra: &[(&str, &str)]) -> Run {
+        let mut c = self.command(&self.plugin_root.join("bin/airlock"));
+        c.args(args).current_dir(&self.plugin_root);
+        for (k, v) in extra {
+            c.env(k, v);
+        }
+        Run::from(c.output().expect("airlock runs"))
+    }
+
+    /// The usual context: pane w1:p1 of workspace w1, in `cwd`.
+    pub fn ctx(&self, cwd: &Path) -> Value {
+        json!({"workspace_id": "w1", "focused_pane_id": "w1:p1", "focused_pane_cwd": cwd.display().to_string(), "invocation_source": "cli"})
+    }
+
+    pub fn ctx_pane(&self, pane: &str) -> Value {
+        json!({"workspace_id": "w1", "focused_pane_id": pane})
+    }
+
+    fn state_file(&self, var: &str) -> PathBuf {
+        PathBuf::from(&self.env.iter().find(|(k, _)| k == var).expect("var").1)
+    }
+
+    /// Reads and changes the fake herdr's state (under its lock).
+    pub fn herdr_state<T>(&self, f: impl FnOnce(&mut Value) -> T) -> T {
+        with_file(&self.state_file("FAKE_HERDR_STATE"), f)
+    }
+
+    pub fn sbx_state<T>(&self, f: impl FnOnce(&mut Value) -> T) -> T {
+        with_file(&self.state_file("FAKE_SBX_STATE"), f)
+    }
+
+    pub fn sandbox(&self, name: &str) -> Option<Value> {
+        self.sbx_state(|s| s["sandboxes"].get(name).cloned())
+    }
+
+    /// Every logged argv of a fake.
+    pub fn argv_log(&self, var: &str) -> Vec<Vec<String>> {
+        std::fs::read_to_string(self.state_file(var))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|v| {
+                v["argv"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|a| a.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .collect()
+    }
+
+    pub fn mapping(&self, pane: &str) -> Option<Value> {
+        let store = airlock_herdr::store::Store::new(&self.state_dir);
+        std::fs::read(store.mapping_path(pane))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+    }
+
+    /// A real git repository with one commit, under the temp dir.
+    pub fn git_repo(&self, name: &str) -> PathBuf {
+        let repo = self.root.join(name);
+        std::fs::create_dir_all(repo.join("src")).expect("mkdir");
+        std::fs::write(repo.join("README.md"), "hello\n").expect("write");
+        self.git(&repo, &["init", "-q", "-b", "main"]);
+        self.git(&repo, &["add", "."]);
+        self.git(&repo, &["commit", "-q", "-m", "initial"]);
+        std::fs::canonicalize(repo).expect("canonical")
+    }
+
+    pub fn git(&self, dir: &Path, args: &[&str]) -> String {
+        let out = self
+            .command(Path::new("git"))
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .expect("git runs");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Starts an agent from pane w1:p1 in `repo` and waits until its bridge attached and left.
+    pub fn start_agent(&self, repo: &Path) -> Result<(String, String), String> {
+        let run = self.action("start-agent", self.ctx(repo));
+        check!(run.ok(), "start-agent: {}", run.show());
+        let pane = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+        let name = run.result["sandboxName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        self.wait_for("the bridge to attach and exit", || {
+            self.mapping(&pane).is_some_and(|m| {
+                m["lifecycleState"] == "ready" && m["bridge"]["exitedAt"].is_string()
+            })
+        })?;
+        Ok((pane, name))
+    }
+
+    /// Waits for `cond` with a deadline (tests never sleep to wait).
+    pub fn wait_for(&self, what: &str, cond: impl Fn() -> bool) -> Outcome {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if cond() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(format!(
+            "timed out waiting for {what}; pane output: {}",
+            self.pane_outputs()
+        ))
+    }
+
+    /// What the fake's background pane commands printed (for failure messages).
+    pub fn pane_outputs(&self) -> String {
+        let mut out = String::new();
+        for e in std::fs::read_dir(self.root.join("herdr"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".out") || name.ends_with(".stdout") {
+                out.push_str(&format!(
+                    "\n--- {name}\n{}",
+                    std::fs::read_to_string(e.path()).unwrap_or_default()
+                ));
+            }
+        }
+        out
+    }
+}
+
+fn with_file<T>(path: &Path, f: impl FnOnce(&mut Value) -> T) -> T {
+    let _lock = crate::fakes::FileLock::take(&PathBuf::from(format!("{}.lock", path.display())));
+    let mut v: Value = std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_else(|| json!({}));
+    let out = f(&mut v);
+    std::fs::write(path, serde_json::to_vec_pretty(&v).expect("json")).expect("state writes");
+    out
+}
+
+impl From<Output> for Run {
+    fn from(o: Output) -> Run {
+        let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+        let result = airlock_herdr::result::parse(stdout.lines().next().unwrap_or(""))
+            .unwrap_or(Value::Null);
+        Run {
+            code: o.status.code().unwrap_or(-1),
+            result,
+            stdout,
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
