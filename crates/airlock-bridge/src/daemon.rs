@@ -192,38 +192,50 @@ async fn bind_tcp(preferred: u16) -> Result<TcpListener, DaemonError> {
     Ok(listener)
 }
 
-/// The unix socket, unless its path is too long (then TCP only, logged). A stale socket is
-/// replaced; a live one means another daemon runs, and this one refuses to start.
+/// The unix socket. A live socket means another daemon runs: this one refuses to start. When the
+/// socket cannot be bound (a path longer than `sun_path`, a permission problem), that is logged and
+/// the daemon serves TCP only. A stale socket is replaced.
 fn bind_unix(
     paths: &BridgePaths,
     audit: &AuditLog,
     notice: &dyn Fn(&str),
 ) -> Result<Option<UnixListener>, DaemonError> {
+    let socket = paths.socket();
+    let why = if !fits_sun_path(&socket) {
+        "the path is too long for a socket address".to_owned()
+    } else {
+        match try_bind(paths) {
+            Ok(listener) => return Ok(Some(listener)),
+            Err(None) => return Err(DaemonError::AlreadyRunning(socket)),
+            Err(Some(e)) => e,
+        }
+    };
+    let message = format!("unix socket {}: {why}; serving TCP only", socket.display());
+    audit.message(&message);
+    notice(&message);
+    Ok(None)
+}
+
+/// Binds the socket (0600 in the 0700 `run/`); `Err(None)` when a live daemon answers on it.
+fn try_bind(paths: &BridgePaths) -> Result<UnixListener, Option<String>> {
     let run_dir = paths.run_dir();
     let socket = paths.socket();
-    if !fits_sun_path(&socket) {
-        let message = format!(
-            "unix socket {} is too long for a socket address; serving TCP only",
-            socket.display()
-        );
-        audit.message(&message);
-        notice(&message);
-        return Ok(None);
-    }
-    std::fs::create_dir_all(&run_dir).map_err(io_error("cannot create", &run_dir))?;
+    let fail = |what: &str, e: io::Error| Some(format!("cannot {what}: {e}"));
+    std::fs::create_dir_all(&run_dir).map_err(|e| fail("create its directory", e))?;
     std::fs::set_permissions(&run_dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(io_error("cannot set mode 0700 on", &run_dir))?;
+        .map_err(|e| fail("set mode 0700 on its directory", e))?;
     if std::fs::symlink_metadata(&socket).is_ok() {
         if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
-            return Err(DaemonError::AlreadyRunning(socket));
+            return Err(None);
         }
-        std::fs::remove_file(&socket)
-            .map_err(io_error("cannot remove the stale socket", &socket))?;
+        std::fs::remove_file(&socket).map_err(|e| fail("remove the stale socket", e))?;
     }
-    let listener = UnixListener::bind(&socket).map_err(io_error("cannot listen on", &socket))?;
-    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))
-        .map_err(io_error("cannot set mode 0600 on", &socket))?;
-    Ok(Some(listener))
+    let listener = UnixListener::bind(&socket).map_err(|e| fail("listen", e))?;
+    if let Err(e) = std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600)) {
+        let _ = std::fs::remove_file(&socket);
+        return Err(fail("set mode 0600", e));
+    }
+    Ok(listener)
 }
 
 /// Whether the socket file still names this daemon's listener (not one a newer daemon bound).

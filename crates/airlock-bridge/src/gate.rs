@@ -49,9 +49,13 @@ where
 
 fn authorized(state: &BridgeState, value: Option<&header::HeaderValue>) -> bool {
     let Some(value) = value else { return false };
-    match value.as_bytes().strip_prefix(b"Bearer ") {
-        Some(presented) => state.token.matches(presented),
-        None => false,
+    let bytes = value.as_bytes();
+    // The scheme is case-insensitive (RFC 9110); the token is compared exactly.
+    match bytes.split_at_checked(7) {
+        Some((scheme, presented)) if scheme.eq_ignore_ascii_case(b"bearer ") => {
+            state.token.matches(presented)
+        }
+        _ => false,
     }
 }
 

@@ -1,4 +1,4 @@
-//! `airlock bridge install | status | uninstall`.
+//! `airlock bridge install` and `airlock bridge uninstall` (`status` is in [`crate::status`]).
 //!
 //! install and uninstall refuse to run as root before touching anything: both supervisors are
 //! per-user, root has neither, and a sudo run would leave root-owned state in the user's home.
@@ -7,8 +7,6 @@ use std::io;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-use serde::Serialize;
 
 use crate::daemon::{self, write_atomic};
 use crate::launcher;
@@ -97,7 +95,7 @@ pub struct InstallContext {
 }
 
 impl InstallContext {
-    fn unit(&self) -> Option<PathBuf> {
+    pub(crate) fn unit(&self) -> Option<PathBuf> {
         unit_path(self.supervisor, &self.home, &self.config_home)
     }
 
@@ -162,8 +160,9 @@ pub fn install(ctx: &InstallContext) -> Result<Report, InstallError> {
     report.lines.push(format!("unit: wrote {}", unit.display()));
     match ctx.supervisor {
         SupervisorKind::Systemd => {
-            supervise("systemctl", systemd::DAEMON_RELOAD)?;
-            supervise("systemctl", systemd::ENABLE_NOW)?;
+            let hint = install_hint("systemctl");
+            supervise("systemctl", systemd::DAEMON_RELOAD, &hint)?;
+            supervise("systemctl", systemd::ENABLE_NOW, &hint)?;
             report.lines.push(format!(
                 "started: systemctl --user enable --now {}",
                 systemd::UNIT_NAME
@@ -176,6 +175,7 @@ pub fn install(ctx: &InstallContext) -> Result<Report, InstallError> {
             supervise(
                 "launchctl",
                 &["bootstrap", &launchd::domain(ctx.uid), &plist],
+                &install_hint("launchctl"),
             )?;
             report.lines.push(format!(
                 "started: launchctl bootstrap {}",
@@ -193,28 +193,33 @@ fn make_private_dir(dir: &Path) -> Result<(), InstallError> {
         .map_err(io_error("cannot set mode 0700 on", dir))
 }
 
-/// Runs a supervisor CLI step; a failure says how to recover.
-fn supervise(tool: &str, args: &[&str]) -> Result<(), InstallError> {
+/// Runs a supervisor CLI step; a failure says how to recover (`hint`).
+fn supervise(tool: &str, args: &[&str], hint: &str) -> Result<(), InstallError> {
     let command = format!("{tool} {}", args.join(" "));
-    match run_tool(tool, args) {
-        Ok(out) if out.success => Ok(()),
-        Ok(out) => Err(InstallError::Supervisor {
-            command,
-            detail: out.summary(),
-            hint: supervisor_hint(tool),
-        }),
-        Err(detail) => Err(InstallError::Supervisor {
-            command,
-            detail,
-            hint: supervisor_hint(tool),
-        }),
-    }
+    let detail = match run_tool(tool, args) {
+        Ok(out) if out.success => return Ok(()),
+        Ok(out) => out.summary(),
+        Err(detail) => detail,
+    };
+    Err(InstallError::Supervisor {
+        command,
+        detail,
+        hint: hint.to_owned(),
+    })
 }
 
-fn supervisor_hint(tool: &str) -> String {
+fn install_hint(tool: &str) -> String {
     format!(
         "The state and unit are written; fix {tool} and re-run `airlock bridge install`, or run \
          `airlock bridge install --supervisor none` and start `airlock bridge daemon` yourself"
+    )
+}
+
+fn uninstall_hint(tool: &str, unit: &Path) -> String {
+    format!(
+        "Nothing was removed and the daemon may still run; fix {tool} and re-run \
+         `airlock bridge uninstall`, or stop the daemon yourself and remove {} and the state dir",
+        unit.display()
     )
 }
 
@@ -245,7 +250,7 @@ impl ToolOutput {
     }
 }
 
-fn run_tool(tool: &str, args: &[&str]) -> Result<ToolOutput, String> {
+pub(crate) fn run_tool(tool: &str, args: &[&str]) -> Result<ToolOutput, String> {
     let program = launcher::resolve(tool, std::env::var_os("PATH").as_deref())
         .ok_or_else(|| format!("{tool} is not on PATH"))?;
     let out = Command::new(&program)
@@ -288,9 +293,10 @@ pub fn uninstall(ctx: &InstallContext) -> Result<UninstallReport, InstallError> 
     {
         match ctx.supervisor {
             SupervisorKind::Systemd => {
-                supervise("systemctl", systemd::DISABLE_NOW)?;
+                let hint = uninstall_hint("systemctl", &unit);
+                supervise("systemctl", systemd::DISABLE_NOW, &hint)?;
                 std::fs::remove_file(&unit).map_err(io_error("cannot remove", &unit))?;
-                supervise("systemctl", systemd::DAEMON_RELOAD)?;
+                supervise("systemctl", systemd::DAEMON_RELOAD, &hint)?;
             }
             SupervisorKind::Launchd => {
                 // bootout fails when the agent is not loaded, which is the state we want anyway.
@@ -350,7 +356,7 @@ pub fn uninstall(ctx: &InstallContext) -> Result<UninstallReport, InstallError> 
     Ok(report)
 }
 
-fn read_pid(paths: &BridgePaths) -> Option<u32> {
+pub(crate) fn read_pid(paths: &BridgePaths) -> Option<u32> {
     std::fs::read_to_string(paths.pid())
         .ok()?
         .trim()
@@ -364,89 +370,6 @@ fn process_alive(pid: u32) -> bool {
     };
     // SAFETY: signal 0 only checks that the process exists and may be signalled.
     unsafe { libc::kill(pid, 0) == 0 }
-}
-
-/// `airlock bridge status`, as printed and as `--json`.
-#[derive(Debug, Clone, Serialize)]
-pub struct BridgeStatus {
-    pub state_dir: PathBuf,
-    pub token_present: bool,
-    pub port: Option<u16>,
-    pub socket: PathBuf,
-    pub socket_present: bool,
-    pub pid: Option<u32>,
-    /// `GET /healthz` answered on either transport.
-    pub daemon_responding: bool,
-    pub supervisor: SupervisorStatus,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct SupervisorStatus {
-    pub kind: &'static str,
-    pub unit: Option<PathBuf>,
-    pub installed: bool,
-    /// None when the supervisor could not be asked.
-    pub running: Option<bool>,
-    /// The supervisor's own status excerpt.
-    pub detail: Option<String>,
-}
-
-/// Reads the state (read-only) and asks the supervisor and the daemon.
-pub fn status(ctx: &InstallContext) -> BridgeStatus {
-    let unit = ctx.unit();
-    let installed = unit.as_ref().is_some_and(|u| u.exists());
-    let (running, detail) = match ctx.supervisor {
-        SupervisorKind::Systemd if installed => {
-            let active = run_tool("systemctl", systemd::IS_ACTIVE).ok();
-            let detail = run_tool("systemctl", systemd::STATUS)
-                .ok()
-                .map(|o| excerpt(&o.stdout, &o.stderr));
-            (active.map(|o| o.stdout.trim() == "active"), detail)
-        }
-        SupervisorKind::Launchd if installed => {
-            match run_tool("launchctl", &["print", &launchd::service(ctx.uid)]) {
-                Ok(out) => (
-                    Some(out.success && out.stdout.contains("state = running")),
-                    Some(excerpt(&out.stdout, &out.stderr)),
-                ),
-                Err(e) => (None, Some(e)),
-            }
-        }
-        _ => (None, None),
-    };
-    BridgeStatus {
-        state_dir: ctx.bridge.dir.clone(),
-        token_present: ctx.bridge.token().exists(),
-        port: std::fs::read_to_string(ctx.bridge.port())
-            .ok()
-            .and_then(|p| p.trim().parse().ok()),
-        socket: ctx.bridge.socket(),
-        socket_present: std::fs::symlink_metadata(ctx.bridge.socket()).is_ok(),
-        pid: read_pid(&ctx.bridge),
-        daemon_responding: crate::client::healthz(&ctx.bridge),
-        supervisor: SupervisorStatus {
-            kind: ctx.supervisor.as_str(),
-            unit,
-            installed,
-            running,
-            detail,
-        },
-    }
-}
-
-/// The first few lines of a supervisor's status output.
-fn excerpt(stdout: &str, stderr: &str) -> String {
-    let text = if stdout.trim().is_empty() {
-        stderr
-    } else {
-        stdout
-    };
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .take(6)
-        .map(str::trim_end)
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ pub mod routes;
 pub mod server;
 pub mod shims;
 pub mod state;
+pub mod status;
 pub mod supervisor;
 pub mod token;
 

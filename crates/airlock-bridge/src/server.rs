@@ -239,6 +239,18 @@ mod tests {
         b.body(Full::new(Bytes::from(body.to_owned()))).unwrap()
     }
 
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_stalled_write_fails_after_the_write_timeout() {
+        use tokio::io::AsyncWriteExt as _;
+        let (near, _far) = tokio::io::duplex(64);
+        let mut stream = WriteDeadline::new(near);
+        let started = tokio::time::Instant::now();
+        // Nobody reads the far end: the pipe fills, then the deadline fires (virtual time).
+        let err = stream.write_all(&[0u8; 4096]).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert!(started.elapsed() >= WRITE_TIMEOUT);
+    }
+
     #[tokio::test(flavor = "current_thread")]
     async fn order_method_then_token_then_bucket_then_cap() {
         let s = state();

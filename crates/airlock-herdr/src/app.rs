@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use crate::backend::SandboxBackend;
 use crate::backend::sbx::SbxCli;
 use crate::config::{self, PluginConfig};
 use crate::context::{self, InvocationContext, PLUGIN_ID};
@@ -80,8 +81,15 @@ impl App {
         config::load(&self.config_dir)
     }
 
+    /// The sbx CLI itself (doctor reports its path and version).
     pub fn sbx(&self, config: &PluginConfig) -> Result<SbxCli> {
         SbxCli::resolve(config.sbx_bin.as_deref())
+    }
+
+    /// The sandbox backend every other action drives. Docker Sandboxes today; airlock's own
+    /// sandbox is meant to slot in here as a second implementation.
+    pub fn backend(&self, config: &PluginConfig) -> Result<Box<dyn SandboxBackend>> {
+        Ok(Box::new(self.sbx(config)?))
     }
 
     pub fn herdr(&self) -> Result<HerdrCli> {

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use crate::app::App;
+use crate::backend::SandboxBackend;
 use crate::error::{PluginError, Result};
 use crate::lifecycle;
 use crate::proc;
@@ -67,18 +68,19 @@ fn run_inner(
 ) -> Result<i32> {
     let app = App::from_env(Some(state_dir), Some(config_dir))?;
     let config = app.config()?;
-    let sbx = app.sbx(&config)?;
+    let backend = app.backend(&config)?;
+    let sbx: &dyn SandboxBackend = backend.as_ref();
     let herdr = app.herdr().ok();
     let store = &app.store;
     if mode == BridgeMode::Shell {
-        return shell(&app, &config, &sbx, pane);
+        return shell(&app, &config, sbx, pane);
     }
     lifecycle::acknowledge_bridge(store, pane, launch_id)?;
     let result = (|| {
         if mode == BridgeMode::Start {
-            lifecycle::prepare(store, &config, &sbx, pane, log)?;
+            lifecycle::prepare(store, &config, sbx, pane, log)?;
         }
-        lifecycle::connect(store, &config, &sbx, herdr.as_ref(), pane, log)
+        lifecycle::connect(store, &config, sbx, herdr.as_ref(), pane, log)
     })();
     lifecycle::release_bridge(store, pane);
     result

@@ -1,5 +1,6 @@
 //! The deletion popup handshake: a request file, herdr opens the popup pane, the pane writes a
-//! decision file; the action waits 60 s (`HERDR_SBX_CONFIRMATION_TIMEOUT_MS`). Stale files are swept.
+//! decision file; the action waits 60 s (`HERDR_SBX_CONFIRMATION_TIMEOUT_MS`), or until the popup
+//! process is gone without an answer (closed, interrupted). Stale files are swept.
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -56,6 +57,26 @@ fn request_path(dir: &Path, id: &str) -> PathBuf {
 
 fn decision_path(dir: &Path, id: &str) -> PathBuf {
     dir.join(format!("{id}.decision.json"))
+}
+
+/// `<pid> <start token>` of the popup process answering request `id`.
+fn popup_path(dir: &Path, id: &str) -> PathBuf {
+    dir.join(format!("{id}.popup"))
+}
+
+/// The popup registered itself and is gone (closed or interrupted) without answering.
+fn popup_gone(dir: &Path, id: &str) -> bool {
+    let Ok(text) = std::fs::read_to_string(popup_path(dir, id)) else {
+        return false;
+    };
+    let mut words = text.split_whitespace();
+    match (
+        words.next().and_then(|p| p.parse::<u32>().ok()),
+        words.next(),
+    ) {
+        (Some(pid), Some(token)) => !proc::process_owns(pid, token, "pane", None),
+        _ => false,
+    }
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -119,6 +140,7 @@ pub fn ask(
     let cleanup = || {
         let _ = std::fs::remove_file(&req_path);
         let _ = std::fs::remove_file(decision_path(&dir, &id));
+        let _ = std::fs::remove_file(popup_path(&dir, &id));
     };
     if let Err(e) = herdr.open_plugin_pane(
         &app.plugin_id,
@@ -142,6 +164,15 @@ pub fn ask(
                     format!("The confirmation answer was unreadable ({e}); nothing was deleted."),
                 )),
             };
+        }
+        // Checked after the decision file: an answer written just before exiting still counts.
+        if popup_gone(&dir, &id) && !decision_path(&dir, &id).exists() {
+            break Err(PluginError::new(
+                ErrorKind::Cancelled,
+                format!(
+                    "The {action} confirmation popup was closed without an answer; nothing was deleted."
+                ),
+            ));
         }
         if Instant::now() >= deadline {
             break Err(PluginError::new(
@@ -182,6 +213,11 @@ pub fn popup(app: &App, input: &mut dyn std::io::BufRead) -> i32 {
             return 1;
         }
     };
+    // Register, so the waiting action notices a popup closed or interrupted without an answer.
+    let _ = write_atomic(
+        &popup_path(&dir, &id),
+        format!("{} {}\n", std::process::id(), proc::own_token()).as_bytes(),
+    );
     println!(
         "{} will permanently delete these sandboxes:",
         request.action

@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use crate::actions;
 use crate::app::App;
+use crate::backend::SandboxBackend;
 use crate::error::{PluginError, Result};
 use crate::result;
 
@@ -52,9 +53,10 @@ fn handle(app: &App) -> Result<serde_json::Map<String, Value>> {
         fields.insert("confirmed".into(), Value::Null);
         return Ok(fields);
     }
-    let sbx = app.sbx(&config)?;
+    let backend = app.backend(&config)?;
+    let sbx: &dyn SandboxBackend = backend.as_ref();
     let herdr = app.herdr()?;
-    let batch = actions::delete_mappings(app, &config, &herdr, &sbx, &targets, "worktree.removed")?;
+    let batch = actions::delete_mappings(app, &config, &herdr, sbx, &targets, "worktree.removed")?;
     fields.insert("deleted".into(), json!(batch.deleted));
     fields.insert("failures".into(), json!(batch.failures));
     fields.insert("confirmed".into(), json!(batch.confirmed));

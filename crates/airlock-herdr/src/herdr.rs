@@ -104,19 +104,21 @@ impl HerdrCli {
             .or_else(|| json.get(key))
     }
 
-    /// Splits `pane` (or the focused one) and returns the new pane id.
+    /// Splits `pane` and returns the new pane id (the CLI needs an explicit pane).
     pub fn split_pane(
         &self,
-        pane: Option<&str>,
+        pane: &str,
         direction: &str,
         ratio: f64,
         cwd: Option<&str>,
         focus: bool,
     ) -> Result<String> {
-        let ratio = ratio.to_string();
-        let mut args = vec!["pane", "split"];
-        args.extend(pane);
-        args.extend(["--direction", direction, "--ratio", &ratio]);
+        let ratio_text = ratio.to_string();
+        let mut args = vec!["pane", "split", pane, "--direction", direction];
+        // An even split is herdr's default: `--ratio` (herdr 0.9) only when it differs.
+        if (ratio - 0.5).abs() > f64::EPSILON {
+            args.extend(["--ratio", &ratio_text]);
+        }
         if let Some(cwd) = cwd {
             args.extend(["--cwd", cwd]);
         }
@@ -134,6 +136,20 @@ impl HerdrCli {
                 )
                 .with_output(json.to_string())
             })
+    }
+
+    /// A pane next to `source` (a split), or a new tab in `workspace` when there is no source pane.
+    pub fn open_pane(
+        &self,
+        source: Option<&str>,
+        workspace: Option<&str>,
+        cwd: Option<&str>,
+        label: Option<&str>,
+    ) -> Result<String> {
+        match source {
+            Some(pane) => self.split_pane(pane, "right", 0.5, cwd, true),
+            None => self.create_tab(workspace, cwd, label),
+        }
     }
 
     /// Creates a tab; returns its root pane id.

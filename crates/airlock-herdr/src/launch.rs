@@ -74,7 +74,7 @@ pub fn launch_with_fallback(
         }
         std::thread::sleep(Duration::from_millis(25));
     }
-    let fresh = herdr.split_pane(Some(pane), "right", 0.5, Some(&m.workdir), true)?;
+    let fresh = herdr.split_pane(pane, "right", 0.5, Some(&m.workdir), true)?;
     // The bridge may have started while the split ran: then the fresh pane is not needed.
     let moved = {
         let _lock = app.store.lock(pane)?;

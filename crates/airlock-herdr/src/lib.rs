@@ -24,9 +24,13 @@ pub mod lock;
 pub mod mapping;
 pub mod naming;
 pub mod panes;
+pub mod prepare;
 pub mod proc;
 pub mod result;
 pub mod run_action;
 pub mod store;
+
+#[cfg(test)]
+mod fuzz_tests;
 
 pub use error::{ErrorKind, PluginError};

@@ -97,7 +97,10 @@ pub fn acquire(path: &Path, wait: Duration) -> Result<LockGuard> {
             && holder_gone(path, &bytes, wait)
         {
             reclaim(path, &bytes);
-            continue;
+            // Retry at once only if the lock is gone; another reclaimer at work means waiting.
+            if !path.exists() {
+                continue;
+            }
         }
         if Instant::now() >= deadline {
             let holder = std::fs::read_to_string(path).unwrap_or_default();
@@ -233,6 +236,35 @@ mod tests {
             "{}",
             err.message
         );
+    }
+
+    #[test]
+    fn unverifiable_holder_counts_only_once_old() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.lock");
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep runs");
+        // A live pid without a start token: unverifiable.
+        std::fs::write(&path, format!("{} -\n", child.id())).expect("write");
+        let fresh = acquire(&path, Duration::from_millis(100));
+        let file = std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .expect("open");
+        let old = SystemTime::now() - Duration::from_secs(120);
+        file.set_modified(old).expect("set mtime");
+        let reclaimed = acquire(&path, Duration::from_millis(100));
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(
+            fresh
+                .expect_err("a young unverifiable lock is respected")
+                .kind,
+            crate::ErrorKind::Conflict
+        );
+        drop(reclaimed.expect("an unverifiable lock older than 60 s is reclaimed"));
     }
 
     #[test]

@@ -108,6 +108,7 @@ impl Store {
         for entry in entries.flatten() {
             let path = entry.path();
             if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                sweep_debris(&path);
                 continue;
             }
             let bytes = match std::fs::read(&path) {
@@ -222,6 +223,27 @@ impl Store {
     }
 }
 
+/// Removes a temp file a killed process left behind (`<stem>.lock.<pid>.<hex>` from a lock
+/// attempt, `<stem>.json.<pid>.<hex>.tmp` from a save) once that pid is dead.
+fn sweep_debris(path: &Path) {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return;
+    };
+    let rest = name
+        .split_once(".lock.")
+        .or_else(|| name.split_once(".json."))
+        .map(|(_, rest)| rest);
+    let pid = rest
+        .and_then(|r| r.split('.').next())
+        .and_then(|p| p.parse::<u32>().ok());
+    if let Some(pid) = pid
+        && !name.ends_with(".reclaim")
+        && !proc::pid_alive(pid)
+    {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 /// `<readable>-<digest>`: the pane id with `[^A-Za-z0-9._-]` as `_`, cut to 64 characters, then
 /// the first 10 hex digits of sha256(pane id).
 pub fn file_stem(pane_id: &str) -> String {
@@ -241,6 +263,12 @@ pub fn file_stem(pane_id: &str) -> String {
 }
 
 fn parse_mapping(path: &Path, bytes: &[u8]) -> Result<PaneMapping> {
+    // The common case in one pass; anything else goes through a Value for a precise error.
+    if let Ok(m) = serde_json::from_slice::<PaneMapping>(bytes)
+        && m.version == MAPPING_VERSION
+    {
+        return Ok(m);
+    }
     let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
         PluginError::startup(format!(
             "The mapping file {} is not valid JSON ({e}). Move it aside to continue; the sandbox it names is kept.",
@@ -340,6 +368,32 @@ mod tests {
                 .expect("ok")
         );
         assert!(store.load("w1:p2").expect("ok").is_none());
+    }
+
+    #[test]
+    fn debris_of_dead_processes_is_swept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::new(dir.path());
+        std::fs::create_dir_all(store.panes_dir()).expect("mkdir");
+        let mut child = std::process::Command::new("true").spawn().expect("true");
+        let dead = child.id();
+        child.wait().expect("reaped");
+        let own = std::process::id();
+        let names = [
+            format!("a-1.lock.{dead}.ab12"),
+            format!("a-1.json.{dead}.ab12.tmp"),
+            format!("a-1.lock.{own}.ab12"),
+            "a-1.lock".to_owned(),
+        ];
+        for n in &names {
+            std::fs::write(store.panes_dir().join(n), "").expect("write");
+        }
+        store.list().expect("lists");
+        let left: Vec<bool> = names
+            .iter()
+            .map(|n| store.panes_dir().join(n).exists())
+            .collect();
+        assert_eq!(left, [false, false, true, true]);
     }
 
     #[test]

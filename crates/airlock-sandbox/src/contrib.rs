@@ -16,6 +16,10 @@ pub struct Contributions {
     pub files: Vec<GeneratedFile>,
     /// Lines airlock prints once before the launch (a tool dir that could not be read, ...).
     pub warnings: Vec<String>,
+    /// Arguments added when airlock starts the user's shell itself (no command given), by the
+    /// shell's file name: e.g. `bash` → `--rcfile <airlock's rc>`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub shell_args: BTreeMap<String, Vec<String>>,
 }
 
 /// One host path a tool wants inside, already resolved to a mount mode.

@@ -475,7 +475,7 @@ fn tool_contributions_become_overlays_copies_and_generated_files() {
             target: "/home/dev/.gitconfig".into(),
             content: "[user]\n\tname = Dev\n".into(),
         }],
-        warnings: vec![],
+        ..Contributions::default()
     };
     let spec = build_with_tools(
         &Profile::default(),

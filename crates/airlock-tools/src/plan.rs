@@ -116,11 +116,15 @@ pub fn plan(
 ) -> Contributions {
     let mut out = Contributions::default();
     let mut path_prepend: Vec<PathBuf> = Vec::new();
+    let mut binaries: Vec<(&str, PathBuf)> = Vec::new();
     for tool in catalog.iter() {
         let config = settings.tool(tool.name());
-        let detection = detect(tool, host, &config);
+        let mut detection = detect(tool, host, &config);
         if detection.status != Status::Available {
             continue;
+        }
+        if tool.prepare_host(host) {
+            detection = detect(tool, host, &config);
         }
         for (decl, state) in &detection.mounts {
             let Some(mode) = resolve_mode(decl, config.mount_mode, settings.overlay_default) else {
@@ -131,6 +135,9 @@ pub fn plan(
             {
                 out.mounts.push(mount);
             }
+        }
+        if let Some(binary) = &detection.binary {
+            binaries.push((tool.name(), binary.clone()));
         }
         let ctx = ToolContext {
             host,
@@ -146,6 +153,12 @@ pub fn plan(
         out.warnings.extend(extras.warnings);
         path_prepend.extend(extras.path_prepend);
     }
+    // After every tool's mounts, so a binary already inside one (mise's ~/.local/bin) is not
+    // mounted twice.
+    for (tool, binary) in binaries {
+        let extra = binary_mount(tool, &binary, host, &out.mounts);
+        out.mounts.extend(extra);
+    }
     if !path_prepend.is_empty() {
         let mut parts: Vec<String> = path_prepend
             .iter()
@@ -159,6 +172,39 @@ pub fn plan(
         out.env.insert("PATH".into(), parts.join(":"));
     }
     out
+}
+
+/// A tool binary that lives in the home (which the sandbox replaces), read-only: e.g.
+/// `~/.local/bin/claude`, a symlink to a versioned single-file build under `~/.local/share`.
+///
+/// Not covered by a planned mount: the resolved file is bound at the binary's path. Covered (mise
+/// brings `~/.local/bin`) but a symlink into an unmounted part of the home: the resolved file is
+/// bound at its own path, so the link inside resolves. Otherwise nothing.
+pub fn binary_mount(
+    tool: &str,
+    binary: &Path,
+    host: &HostView,
+    planned: &[ToolMount],
+) -> Option<ToolMount> {
+    let covered = |p: &Path| planned.iter().any(|m| p.starts_with(&m.target));
+    if !binary.starts_with(&host.home) {
+        return None;
+    }
+    let resolved = std::fs::canonicalize(binary).ok()?;
+    let target = if !covered(binary) {
+        binary.to_path_buf()
+    } else if resolved.starts_with(&host.home) && !covered(&resolved) {
+        resolved.clone()
+    } else {
+        return None;
+    };
+    Some(ToolMount {
+        tool: tool.to_owned(),
+        source: resolved,
+        target,
+        mode: ToolMountMode::Readonly,
+        is_dir: false,
+    })
 }
 
 /// The mount for one declared path, or `None` (with a warning when the user should know).
@@ -199,4 +245,19 @@ fn tool_mount(
         mode,
         is_dir: state == PathState::Dir,
     })
+}
+
+/// The shell init lines of the available, enabled tools for `shell`, as (tool, line), in catalog
+/// order: what a sandbox shell's startup would run (e.g. from a generated rc snippet).
+pub fn shell_init(
+    catalog: &Catalog,
+    settings: &Settings,
+    host: &HostView,
+    shell: crate::tool::Shell,
+) -> Vec<(&'static str, &'static str)> {
+    catalog
+        .iter()
+        .filter(|tool| detect(*tool, host, &settings.tool(tool.name())).status == Status::Available)
+        .filter_map(|tool| tool.shell_init(shell).map(|line| (tool.name(), line)))
+        .collect()
 }

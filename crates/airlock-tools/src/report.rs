@@ -167,14 +167,23 @@ pub fn info(
             dry_run: true,
         };
         let extras = tool.extras(&ctx);
-        mounts.extend(extras.fixed_mounts.iter().map(|m| MountInfo {
-            source: host.tilde(&m.source),
-            target: host.tilde(&m.target),
-            category: None,
-            mode: mode_name(Some(m.mode)),
-            required: false,
-            state: host.state(&m.source),
-        }));
+        let binary = d
+            .binary
+            .as_deref()
+            .and_then(|b| crate::plan::binary_mount(tool.name(), b, host, &[]));
+        mounts.extend(
+            binary
+                .iter()
+                .chain(&extras.fixed_mounts)
+                .map(|m| MountInfo {
+                    source: host.tilde(&m.source),
+                    target: host.tilde(&m.target),
+                    category: None,
+                    mode: mode_name(Some(m.mode)),
+                    required: false,
+                    state: host.state(&m.source),
+                }),
+        );
         let mut env: BTreeMap<String, String> = extras.env.into_iter().collect();
         if !extras.path_prepend.is_empty() {
             let dirs: Vec<String> = extras

@@ -199,6 +199,12 @@ pub trait Tool: Send + Sync {
     fn keys(&self) -> &'static [KeySpec] {
         &[]
     }
+    /// Creates what the tool's mounts need on the host before a launch (an empty `sessions/` in an
+    /// existing agent home, so sessions persist from the first run); true when it created anything.
+    /// Called by [`plan`](crate::plan) only, never by the read-only commands.
+    fn prepare_host(&self, _host: &HostView) -> bool {
+        false
+    }
     /// Why the tool is not used on this host although present (a shell that is not `$SHELL`).
     fn not_used_because(&self, _host: &HostView) -> Option<String> {
         None

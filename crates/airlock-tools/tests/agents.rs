@@ -89,7 +89,10 @@ fn codex_honours_codex_home_and_passes_it_through() {
     let plan = f.plan(&["codex"]);
     assert_eq!(
         plan.mounts,
-        vec![f.mount("codex", "state/codex", Tmpoverlay, true)]
+        vec![
+            f.mount("codex", "state/codex", Tmpoverlay, true),
+            f.mount("codex", "state/codex/sessions", Overlay, true),
+        ]
     );
     assert_eq!(plan.env, env(&[("CODEX_HOME", dir.to_str().unwrap())]));
 }
@@ -113,7 +116,10 @@ fn pi_agent_dir_is_shielded_and_sessions_persist() {
     let plan = f.plan(&["pi"]);
     assert_eq!(
         plan.mounts,
-        vec![f.mount("pi", "pi-home", Tmpoverlay, true)]
+        vec![
+            f.mount("pi", "pi-home", Tmpoverlay, true),
+            f.mount("pi", "pi-home/sessions", Overlay, true),
+        ]
     );
     assert_eq!(
         plan.env,
@@ -220,5 +226,79 @@ fn symlinked_tool_dirs_mount_their_resolved_source() {
             mode: Overlay,
             is_dir: true,
         }]
+    );
+}
+
+#[test]
+fn a_binary_installed_in_the_home_is_mounted_read_only() {
+    let mut f = Fixture::new();
+    let build = f.file(".local/share/claude/versions/2.0.1", "#!/bin/sh\n");
+    std::fs::set_permissions(&build, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    f.dir(".local/bin");
+    std::os::unix::fs::symlink(&build, f.h(".local/bin/claude")).unwrap();
+    f.set_env("PATH", f.h(".local/bin").to_str().unwrap());
+    assert_eq!(
+        f.plan(&["claude"]).mounts,
+        vec![ToolMount {
+            tool: "claude".into(),
+            source: build,
+            target: f.h(".local/bin/claude"),
+            mode: Readonly,
+            is_dir: false,
+        }]
+    );
+    // When mise brings ~/.local/bin already, only the link's target is added, at its own path.
+    std::fs::write(f.h(".local/bin/mise"), "").unwrap();
+    std::fs::set_permissions(
+        f.h(".local/bin/mise"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let plan = f.plan(&["claude", "mise"]);
+    assert_eq!(
+        plan.mounts,
+        vec![
+            f.mount("mise", ".local/bin", Readonly, true),
+            f.mount(
+                "claude",
+                ".local/share/claude/versions/2.0.1",
+                Readonly,
+                false
+            ),
+        ]
+    );
+    // A binary outside the home is the system's, visible as it is.
+    let bin = f.bin.to_string_lossy().into_owned();
+    f.set_env("PATH", &bin);
+    f.binary("claude");
+    assert!(f.plan(&["claude"]).mounts.is_empty());
+}
+
+#[test]
+fn a_missing_sessions_dir_is_created_so_sessions_persist_from_the_first_run() {
+    let f = Fixture::new();
+    f.binary("codex");
+    f.binary("pi");
+    f.file(".codex/auth.json", "{}");
+    f.dir(".pi/agent");
+    // The read-only commands create nothing.
+    let report = airlock_tools::report::check(
+        &airlock_tools::Catalog::builtin(),
+        &Default::default(),
+        &f.host(),
+        &[],
+    );
+    assert_eq!(report.available, 2);
+    assert!(!f.h(".codex/sessions").exists());
+    let plan = f.plan(&["codex", "pi"]);
+    assert!(f.h(".codex/sessions").is_dir() && f.h(".pi/agent/sessions").is_dir());
+    assert_eq!(
+        plan.mounts,
+        vec![
+            f.mount("codex", ".codex", Tmpoverlay, true),
+            f.mount("codex", ".codex/sessions", Overlay, true),
+            f.mount("pi", ".pi/agent", Tmpoverlay, true),
+            f.mount("pi", ".pi/agent/sessions", Overlay, true),
+        ]
     );
 }

@@ -52,6 +52,14 @@ fn ro(path: PathBuf, is_dir: bool) -> ToolMount {
     }
 }
 
+/// `.git` mounted writable onto itself (a mount point the sandbox cannot rename away).
+fn rw_git(f: &Fixture) -> ToolMount {
+    ToolMount {
+        mode: Readwrite,
+        ..ro(f.project.join(".git"), true)
+    }
+}
+
 fn plan(f: &Fixture, config: &str) -> Contributions {
     f.plan_with(&["git"], &settings(config).unwrap(), NetworkMode::Proxy)
 }
@@ -141,6 +149,7 @@ fn readwrite_mounts_keys_read_only_forwards_the_agent_and_guards_hooks() {
         vec![
             ro(f.h(".ssh"), true),
             ro(f.h(".git-credentials"), false),
+            rw_git(&f),
             ro(f.project.join(".git/hooks"), true),
             ToolMount {
                 tool: "git".into(),
@@ -170,12 +179,15 @@ fn hooks_are_writable_only_when_allowed_and_created_when_missing() {
     std::fs::remove_dir_all(f.project.join(".git/hooks")).unwrap();
     let plan = plan(&f, "[tools.git]\nmode = \"readwrite\"\n");
     assert!(f.project.join(".git/hooks").is_dir());
-    assert_eq!(plan.mounts, vec![ro(f.project.join(".git/hooks"), true)]);
+    assert_eq!(
+        plan.mounts,
+        vec![rw_git(&f), ro(f.project.join(".git/hooks"), true)]
+    );
     let allowed = self::plan(
         &f,
         "[tools.git]\nmode = \"readwrite\"\nallow_hooks = true\n",
     );
-    assert!(allowed.mounts.is_empty(), "{:?}", allowed.mounts);
+    assert_eq!(allowed.mounts, vec![rw_git(&f)]);
 }
 
 #[test]
@@ -187,6 +199,7 @@ fn disabled_has_no_git_config_and_keeps_config_and_hooks_read_only() {
         plan,
         Contributions {
             mounts: vec![
+                rw_git(&f),
                 ro(f.project.join(".git/hooks"), true),
                 ro(f.project.join(".git/config"), false),
             ],
@@ -370,4 +383,29 @@ fn the_guard_is_wanted_only_where_git_config_is_writable() {
     assert!(!wants_config_guard(
         &settings("[tools.git]\nmode = \"disabled\"\n").unwrap()
     ));
+}
+
+#[test]
+fn guard_leaves_a_replaced_git_dir_alone_and_says_so() {
+    let f = repo();
+    let host_file = f.file(".config/git/config", "[core]\n\tpager = less\n");
+    let guard = guard_git_config(&f.project);
+    let git_dir = f.project.join(".git");
+    std::fs::rename(&git_dir, f.project.join("moved")).unwrap();
+    // A `.git` pointing at a host directory: writing "back" there would change a host file.
+    std::os::unix::fs::symlink(f.h(".config/git"), &git_dir).unwrap();
+    std::fs::write(&host_file, "[core]\n\tpager = evil\n").unwrap();
+    let messages = guard.finish();
+    assert_eq!(
+        messages,
+        [format!(
+            "{} was replaced during the session; airlock left it untouched: inspect it (hooks, \
+             config) before using git on this project",
+            git_dir.display()
+        )]
+    );
+    assert_eq!(
+        std::fs::read_to_string(&host_file).unwrap(),
+        "[core]\n\tpager = evil\n"
+    );
 }

@@ -301,3 +301,118 @@ fn every_builtin_tool_has_a_unique_name_a_description_and_valid_defaults() {
         }
     }
 }
+
+#[test]
+fn with_every_tool_present_no_two_mounts_or_files_share_a_target() {
+    let mut f = Fixture::new();
+    for b in [
+        "aider",
+        "bash",
+        "claude",
+        "codex",
+        "copilot",
+        "cursor-agent",
+        "fish",
+        "gemini",
+        "go",
+        "mise",
+        "node",
+        "nvim",
+        "oh-my-posh",
+        "opencode",
+        "pi",
+        "python3",
+        "rtk",
+        "starship",
+        "tmux",
+        "zsh",
+    ] {
+        f.binary(b);
+    }
+    for d in [
+        ".local/bin",
+        ".config/mise",
+        ".local/share/mise",
+        ".local/state/mise",
+        ".config/fish",
+        ".config/nvim",
+        ".local/share/nvim",
+        ".local/state/nvim",
+        ".claude",
+        ".config/Claude",
+        ".codex/sessions",
+        ".pi/agent/sessions",
+        ".config/opencode",
+        ".local/share/opencode",
+        ".copilot",
+        ".config/github-copilot",
+        ".cache/github-copilot",
+        ".gemini",
+        ".cursor",
+        ".aider",
+        ".config/rtk",
+        ".local/share/rtk",
+        ".oh-my-zsh",
+        "powerlevel10k",
+        ".cache/gitstatus",
+        ".config/oh-my-posh",
+        ".tmux",
+        ".config/tmux",
+    ] {
+        f.dir(d);
+    }
+    for file in [
+        ".bashrc",
+        ".zshrc",
+        ".claude.json",
+        ".p10k.zsh",
+        ".config/starship.toml",
+    ] {
+        f.file(file, "");
+    }
+    f.set_env("SHELL", "/bin/zsh");
+    let catalog = Catalog::builtin();
+    let plan = airlock_tools::plan(
+        &catalog,
+        &Default::default(),
+        &f.host(),
+        airlock_config::NetworkMode::Proxy,
+        &f.project,
+    );
+    let mut targets: Vec<&std::path::Path> = plan
+        .mounts
+        .iter()
+        .map(|m| m.target.as_path())
+        .chain(plan.files.iter().map(|file| file.target.as_path()))
+        .collect();
+    let count = targets.len();
+    targets.sort();
+    targets.dedup();
+    assert_eq!(targets.len(), count, "a target is used twice: {plan:#?}");
+    // Every tool with paths contributed (bash and fish are not $SHELL; go, node, python and git
+    // mount nothing here).
+    let mut tools: Vec<&str> = plan.mounts.iter().map(|m| m.tool.as_str()).collect();
+    tools.dedup();
+    assert_eq!(
+        tools,
+        [
+            "aider",
+            "claude",
+            "codex",
+            "copilot",
+            "cursor",
+            "gemini",
+            "mise",
+            "nvim",
+            "oh-my-posh",
+            "oh-my-zsh",
+            "opencode",
+            "pi",
+            "powerlevel10k",
+            "rtk",
+            "tmux",
+            "zsh"
+        ]
+    );
+    assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
+}

@@ -292,3 +292,40 @@ fn only_the_login_shell_brings_its_startup_files() {
         ["bash is not your $SHELL (/usr/bin/zsh); its startup files are not mounted"]
     );
 }
+
+#[test]
+fn shell_init_lists_the_lines_of_available_tools_for_that_shell() {
+    let f = Fixture::new();
+    f.binary("mise");
+    f.binary("starship");
+    f.dir(".oh-my-zsh");
+    let catalog = airlock_tools::Catalog::builtin();
+    let lines = airlock_tools::shell_init(
+        &catalog,
+        &Settings::default(),
+        &f.host(),
+        airlock_tools::Shell::Zsh,
+    );
+    let tools: Vec<&str> = lines.iter().map(|(tool, _)| *tool).collect();
+    assert_eq!(tools, ["mise", "oh-my-zsh", "starship"]);
+    assert_eq!(
+        lines[0].1,
+        r#"if command -v mise &>/dev/null; then eval "$(mise activate zsh)"; fi"#
+    );
+    let fish = airlock_tools::shell_init(
+        &catalog,
+        &Settings::default(),
+        &f.host(),
+        airlock_tools::Shell::Fish,
+    );
+    assert_eq!(
+        fish,
+        [
+            (
+                "mise",
+                "if command -q mise; mise activate fish | source; end"
+            ),
+            ("starship", "starship init fish | source")
+        ]
+    );
+}

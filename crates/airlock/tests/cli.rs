@@ -358,3 +358,39 @@ fn wait_for(cond: impl Fn() -> bool, what: &str) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn without_user_namespaces_one_line_says_what_to_enable() {
+    // A user namespace whose own limit on nested user namespaces is 0 stands in for a kernel
+    // without them (the limit is per namespace, so the host is untouched).
+    let w = World::new();
+    let script = format!(
+        "echo 0 > /proc/sys/user/max_user_namespaces && exec {AIRLOCK} run --network none -- true"
+    );
+    let out = Command::new("unshare")
+        .args(["--user", "--map-root-user", "sh", "-c", &script])
+        .current_dir(&w.project)
+        .env_clear()
+        .env("HOME", &w.home)
+        .env("PATH", "/usr/bin:/bin")
+        .output();
+    let Ok(out) = out else {
+        eprintln!("skipped: unshare(1) is not installed");
+        return;
+    };
+    let err = stderr(&out);
+    if err.contains("unshare failed")
+        || err.contains("Permission denied") && !err.contains("airlock")
+    {
+        eprintln!("skipped: cannot create the stand-in user namespace here: {err}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("user namespaces are not available"), "{err}");
+    assert!(
+        err.contains("user.max_user_namespaces"),
+        "says what to enable: {err}"
+    );
+    assert_eq!(w.sandbox_count(), 0, "nothing half-created");
+}

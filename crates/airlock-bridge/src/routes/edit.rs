@@ -97,7 +97,7 @@ pub async fn serve(body: &[u8]) -> Reply {
         ("editor", editor.command().to_owned()),
         ("path", clip(&path.to_string_lossy(), LONG_FIELD)),
     ];
-    if std::fs::symlink_metadata(&path).is_err() {
+    if std::fs::metadata(&path).is_err() {
         return Reply::bad_request(format!(
             "path {} does not exist on the host",
             clip(&path.to_string_lossy(), LONG_FIELD)

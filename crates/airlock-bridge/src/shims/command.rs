@@ -9,6 +9,9 @@ use super::post;
 
 /// Exit code when the bridge refused or could not run the command (the host command never ran).
 const EXIT_BRIDGE: i32 = 125;
+/// How long the shim waits for an answer. The daemon enforces each command's own deadline
+/// (`timeout_secs`, any length), so this only guards against a daemon that stopped answering.
+const WAIT: Duration = Duration::from_secs(24 * 3600);
 
 pub fn run(name: &str, args: &[OsString]) -> i32 {
     let mut argv = Vec::with_capacity(args.len());
@@ -24,7 +27,7 @@ pub fn run(name: &str, args: &[OsString]) -> i32 {
         }
     }
     let body = serde_json::json!({ "command": name, "args": argv });
-    let answer = match post("/command", &body, Duration::from_secs(24 * 3600)) {
+    let answer = match post("/command", &body, WAIT) {
         Ok(answer) => answer,
         Err(e) => {
             eprintln!("{name}: {e}");

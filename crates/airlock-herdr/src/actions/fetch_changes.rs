@@ -33,7 +33,8 @@ pub fn run(app: &App) -> Result<Outcome> {
             ),
         ));
     }
-    let sbx = app.sbx(&config)?;
+    let backend = app.backend(&config)?;
+    let sbx: &dyn SandboxBackend = backend.as_ref();
     let sandbox = sbx.find(&m.sandbox_name)?.ok_or_else(|| {
         PluginError::new(
             ErrorKind::NotFound,
@@ -63,12 +64,17 @@ pub fn run(app: &App) -> Result<Outcome> {
         }
     }
     if transport == "bundle" {
-        fetch_bundle(&sbx, &m, repo, &refspec)?;
+        fetch_bundle(sbx, &m, repo, &refspec)?;
     }
     let branches = fetched_branches(repo, &remote)?;
-    let keep: Vec<Value> = branches
+    let plans: Vec<(Value, bool)> = branches
         .iter()
-        .filter_map(|b| keep_entry(repo, &remote, b))
+        .map(|b| keep_entry(repo, &remote, b))
+        .collect();
+    let keep: Vec<Value> = plans
+        .iter()
+        .filter(|(_, reached)| !reached)
+        .map(|(e, _)| e.clone())
         .collect();
     let mut out = Outcome::default()
         .field("paneId", m.pane_id.clone())
@@ -84,8 +90,14 @@ pub fn run(app: &App) -> Result<Outcome> {
         branches.len(),
         m.sandbox_name
     ));
-    for k in &keep {
-        out = out.line(k["command"].as_str().unwrap_or_default().to_owned());
+    // One command per fetched ref; the ones a host branch already reaches are marked.
+    for (entry, reached) in &plans {
+        let command = entry["command"].as_str().unwrap_or_default();
+        out = out.line(if *reached {
+            format!("{command}   # already on a host branch")
+        } else {
+            command.to_owned()
+        });
     }
     Ok(out)
 }
@@ -180,10 +192,11 @@ fn fetched_branches(repo: &Path, remote: &str) -> Result<Vec<String>> {
         .collect())
 }
 
-/// A fetched ref the host does not reach yet: how to keep it before the sandbox goes away.
-fn keep_entry(repo: &Path, remote: &str, branch: &str) -> Option<Value> {
+/// How to keep a fetched ref before the sandbox goes away, and whether a host branch already
+/// reaches its commits (then it needs no keeping).
+fn keep_entry(repo: &Path, remote: &str, branch: &str) -> (Value, bool) {
     let reference = format!("{remote}/{branch}");
-    let containing = git::run(
+    let reached = git::run(
         repo,
         &[
             "branch",
@@ -192,10 +205,7 @@ fn keep_entry(repo: &Path, remote: &str, branch: &str) -> Option<Value> {
             &reference,
         ],
     )
-    .ok()?;
-    if containing.success() && !containing.stdout.trim().is_empty() {
-        return None;
-    }
+    .is_ok_and(|o| o.success() && !o.stdout.trim().is_empty());
     let exists = git::run(
         repo,
         &[
@@ -211,12 +221,11 @@ fn keep_entry(repo: &Path, remote: &str, branch: &str) -> Option<Value> {
     } else {
         branch.to_owned()
     };
-    let reason = if exists {
-        "a host branch of that name exists"
-    } else {
-        "no host branch reaches these commits"
+    let reason = match (reached, exists) {
+        (true, _) => "a host branch already reaches these commits",
+        (false, true) => "no host branch reaches these commits; a host branch of that name exists",
+        (false, false) => "no host branch reaches these commits",
     };
-    Some(
-        json!({"ref": reference, "local": local, "reason": reason, "command": format!("git branch {local} {reference}")}),
-    )
+    let entry = json!({"ref": reference, "local": local, "reason": reason, "command": format!("git branch {local} {reference}")});
+    (entry, reached)
 }

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use crate::app::{App, Outcome};
-use crate::backend::SandboxBackend as _;
+use crate::backend::SandboxBackend;
 use crate::error::Result;
 use crate::naming::sandbox_remote;
 
@@ -11,7 +11,8 @@ pub fn run(app: &App) -> Result<Outcome> {
     let config = app.config()?;
     let m = super::target_mapping(app)?;
     let agent = config.agent(&m.agent_kind)?;
-    let sbx = app.sbx(&config)?;
+    let backend = app.backend(&config)?;
+    let sbx: &dyn SandboxBackend = backend.as_ref();
     // The listing and the port query are independent sbx calls: run them side by side, and keep
     // the ports only when the sandbox is listed.
     let (found, ports) = std::thread::scope(|scope| {

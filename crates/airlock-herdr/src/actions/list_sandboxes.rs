@@ -70,13 +70,9 @@ pub fn list_rows(
 pub fn run(app: &App) -> Result<Outcome> {
     let config = app.config()?;
     let mappings = app.store.list()?;
-    let sbx = app.sbx(&config).ok();
+    let sbx = app.backend(&config).ok();
     let herdr = app.herdr().ok();
-    let (rows, sandbox_error, _) = list_rows(
-        &mappings,
-        sbx.as_ref().map(|s| s as &dyn SandboxBackend),
-        herdr.as_ref(),
-    );
+    let (rows, sandbox_error, _) = list_rows(&mappings, sbx.as_deref(), herdr.as_ref());
     let mut out = Outcome::default()
         .field("mappings", Value::Array(rows.clone()))
         .field("sandboxError", sandbox_error.clone());

@@ -24,6 +24,7 @@ use crate::result;
 use crate::store::PaneMapping;
 
 pub use list_sandboxes::list_rows;
+pub use open_port::parse_link;
 pub use remove::delete_mappings;
 
 /// Every action id, as in herdr-plugin.toml.

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::app::{App, Outcome};
-use crate::backend::SandboxBackend as _;
+use crate::backend::SandboxBackend;
 use crate::error::{PluginError, Result};
 use crate::store::PaneMapping;
 
@@ -54,7 +54,8 @@ pub fn run(app: &App) -> Result<Outcome> {
         }
         None => (super::target_mapping(app)?, None),
     };
-    let sbx = app.sbx(&config)?;
+    let backend = app.backend(&config)?;
+    let sbx: &dyn SandboxBackend = backend.as_ref();
     let ports = sbx.ports(&m.sandbox_name)?;
     let port = match wanted {
         Some(w) => ports.iter().find(|p| p.sandbox_port == w).copied().ok_or_else(|| {

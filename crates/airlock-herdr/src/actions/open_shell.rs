@@ -23,7 +23,7 @@ pub fn run(app: &App) -> Result<Outcome> {
     let herdr = app.herdr()?;
     let source = app.focused_pane()?;
     let pane = herdr.split_pane(
-        source.as_deref().or(Some(&m.pane_id)),
+        source.as_deref().unwrap_or(&m.pane_id),
         "down",
         0.5,
         Some(&m.workdir),

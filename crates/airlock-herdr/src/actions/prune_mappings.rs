@@ -6,12 +6,13 @@ use std::collections::HashSet;
 use serde_json::json;
 
 use crate::app::{App, Outcome};
-use crate::backend::SandboxBackend as _;
+use crate::backend::SandboxBackend;
 use crate::error::Result;
 
 pub fn run(app: &App) -> Result<Outcome> {
     let config = app.config()?;
-    let sbx = app.sbx(&config)?;
+    let backend = app.backend(&config)?;
+    let sbx: &dyn SandboxBackend = backend.as_ref();
     let herdr = app.herdr()?;
     // Both listings must be readable: an unreadable one never means "gone".
     let sandboxes: HashSet<String> = sbx.list()?.into_iter().map(|s| s.name).collect();
@@ -37,7 +38,7 @@ pub fn run(app: &App) -> Result<Outcome> {
             orphans.push(m);
         }
     }
-    let batch = super::delete_mappings(app, &config, &herdr, &sbx, &orphans, "prune-mappings")?;
+    let batch = super::delete_mappings(app, &config, &herdr, sbx, &orphans, "prune-mappings")?;
     for pane in &batch.declined {
         let name = orphans
             .iter()

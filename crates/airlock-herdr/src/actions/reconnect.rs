@@ -18,7 +18,13 @@ pub fn run(app: &App) -> Result<Outcome> {
     if pane.is_none() {
         // After a herdr restart the mapped pane is gone: open one next to the caller and move in.
         let source = app.focused_pane()?.filter(|p| *p != m.pane_id);
-        let fresh = herdr.split_pane(source.as_deref(), "right", 0.5, Some(&m.workdir), true)?;
+        let workspace = m.workspace_id.clone().or(app.workspace()?);
+        let fresh = herdr.open_pane(
+            source.as_deref(),
+            workspace.as_deref(),
+            Some(&m.workdir),
+            None,
+        )?;
         move_mapping(app, &m.pane_id, &fresh, Some(&m.pane_id))?;
         adopted_from = Some(m.pane_id.clone());
         target = fresh;

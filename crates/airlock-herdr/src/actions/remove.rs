@@ -51,8 +51,9 @@ pub fn forget(app: &App) -> Result<Outcome> {
     let config = app.config()?;
     let m = super::target_mapping(app)?;
     let herdr = app.herdr()?;
-    let sbx = app.sbx(&config)?;
-    let deleted = confirmed_destroy(app, &herdr, &sbx, &m, "forget-mapping")?;
+    let backend = app.backend(&config)?;
+    let sbx: &dyn SandboxBackend = backend.as_ref();
+    let deleted = confirmed_destroy(app, &herdr, sbx, &m, "forget-mapping")?;
     drop_mapping(app, &m.pane_id)?;
     Ok(Outcome::default()
         .field("paneId", m.pane_id.clone())
@@ -70,9 +71,10 @@ pub fn replace(app: &App) -> Result<Outcome> {
     let config = app.config()?;
     let m = super::target_mapping(app)?;
     let herdr = app.herdr()?;
-    let sbx = app.sbx(&config)?;
+    let backend = app.backend(&config)?;
+    let sbx: &dyn SandboxBackend = backend.as_ref();
     let agent = config.agent(&m.agent_kind)?;
-    let deleted = confirmed_destroy(app, &herdr, &sbx, &m, "replace-sandbox")?;
+    let deleted = confirmed_destroy(app, &herdr, sbx, &m, "replace-sandbox")?;
     let fresh_name = sandbox_name(
         &config.sandbox_name_prefix,
         &agent.kind,
@@ -94,7 +96,13 @@ pub fn replace(app: &App) -> Result<Outcome> {
     let mut adopted_from = None;
     if herdr.get_pane(&pane)?.is_none() {
         let source = app.focused_pane()?.filter(|p| *p != pane);
-        let fresh = herdr.split_pane(source.as_deref(), "right", 0.5, Some(&m.workdir), true)?;
+        let workspace = m.workspace_id.clone().or(app.workspace()?);
+        let fresh = herdr.open_pane(
+            source.as_deref(),
+            workspace.as_deref(),
+            Some(&m.workdir),
+            None,
+        )?;
         move_mapping(app, &pane, &fresh, Some(&pane))?;
         adopted_from = Some(pane);
         pane = fresh;

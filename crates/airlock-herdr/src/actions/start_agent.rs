@@ -1,11 +1,13 @@
 //! start-agent: a sandbox for the current worktree, a pane next to the focused one, the agent in it.
 
+use crate::agents::Agent;
 use crate::app::{App, Outcome};
-use crate::config::{OpenIn, PaneDirection};
-use crate::context::mount_root;
+use crate::config::{OpenIn, PaneDirection, PluginConfig};
+use crate::context::{MountRoot, mount_root};
 use crate::error::Result;
+use crate::herdr::HerdrCli;
 use crate::launch::bridge_command;
-use crate::naming::{pane_command, sandbox_name};
+use crate::naming::{pane_command, sandbox_name, shell_quote};
 use crate::proc;
 use crate::store::{LifecycleState, MAPPING_VERSION, PaneMapping};
 
@@ -16,7 +18,7 @@ pub fn run(app: &App) -> Result<Outcome> {
     let agent = config.agent(&config.agent_kind)?;
     // Refuse a path the pane shell cannot quote before anything is created.
     pane_command(&[], &app.bridge_argv("start", "probe", Some("0")))?;
-    crate::naming::shell_quote(&root.local_path)?;
+    shell_quote(&root.local_path)?;
     let herdr = app.herdr()?;
     let source = app.focused_pane()?;
     let workspace = app.workspace()?;
@@ -26,29 +28,33 @@ pub fn run(app: &App) -> Result<Outcome> {
         &root.local_path,
         source.as_deref().unwrap_or(""),
     );
-    let short = &name[name.len() - 12..name.len() - 4];
-    let label = format!("airlock {} {short}", agent.kind);
-    let pane = match config.open_in {
-        OpenIn::Split => {
-            let direction = match config.pane_direction {
-                PaneDirection::Right => "right",
-                PaneDirection::Down => "down",
-            };
-            herdr.split_pane(
-                source.as_deref(),
-                direction,
-                config.pane_ratio,
-                Some(&root.workdir),
-                true,
-            )?
-        }
-        OpenIn::Tab => herdr.create_tab(workspace.as_deref(), Some(&root.workdir), Some(&label))?,
-    };
+    let label = format!(
+        "airlock {} {}",
+        agent.kind,
+        &name[name.len() - 12..name.len() - 4]
+    );
+    let pane = open_agent_pane(
+        &herdr,
+        &config,
+        source.as_deref(),
+        workspace.as_deref(),
+        &root.workdir,
+        &label,
+    )?;
     // herdr may hand out a pane id the pane shell cannot take: refuse before any state exists.
     if let Err(e) = pane_command(&[], &app.bridge_argv("start", &pane, Some("0"))) {
         let _ = herdr.close_pane(&pane);
         return Err(e);
     }
+    let fresh = new_mapping(
+        &pane,
+        &name,
+        workspace,
+        &agent,
+        &root,
+        &config,
+        source.clone(),
+    );
     let previous = app.store.update(&pane, |slot| {
         // herdr handed out a pane id that still has a mapping: carry its sandboxes over so a later
         // forget-mapping or replace-sandbox deletes them too.
@@ -56,31 +62,9 @@ pub fn run(app: &App) -> Result<Outcome> {
             .as_ref()
             .map(PaneMapping::deletion_targets)
             .unwrap_or_default();
-        *slot = Some(PaneMapping {
-            version: MAPPING_VERSION,
-            pane_id: pane.clone(),
-            sandbox_name: name.clone(),
-            workspace_id: workspace.clone(),
-            agent_kind: agent.kind.clone(),
-            sbx_agent: agent.sbx_agent.clone(),
-            local_path: root.local_path.clone(),
-            workdir: root.workdir.clone(),
-            workspace_mode: config.workspace_mode,
-            lifecycle_state: LifecycleState::Provisional,
-            created_at: None,
-            updated_at: String::new(),
-            revision: String::new(),
-            source_pane_id: source.clone(),
-            replaces_sandbox_names: previous.clone(),
-            deleted_sandbox_names: Vec::new(),
-            last_error: None,
-            setup_script_ran_at: None,
-            last_connected_at: None,
-            adopted_from: None,
-            bridge: None,
-            shells: Vec::new(),
-            deletion: None,
-        });
+        let mut m = fresh;
+        m.replaces_sandbox_names = previous.clone();
+        *slot = Some(m);
         Ok(previous)
     })?;
     let _ = herdr.rename_pane(&pane, &label);
@@ -93,6 +77,10 @@ pub fn run(app: &App) -> Result<Outcome> {
         &format!("{} in a sandbox", agent.title),
         &format!("{name} for {}", root.local_path),
     );
+    let open_in = match config.open_in {
+        OpenIn::Split if source.is_some() => "split",
+        _ => "tab",
+    };
     Ok(Outcome::default()
         .field("paneId", pane.clone())
         .field("sourcePaneId", source)
@@ -101,16 +89,68 @@ pub fn run(app: &App) -> Result<Outcome> {
         .field("localPath", root.local_path.clone())
         .field("workdir", root.workdir.clone())
         .field("workspaceMode", config.workspace_mode.as_str())
-        .field(
-            "openIn",
-            match config.open_in {
-                OpenIn::Split => "split",
-                OpenIn::Tab => "tab",
-            },
-        )
+        .field("openIn", open_in)
         .field("previousSandboxNames", previous)
         .line(format!(
             "Starting {} in pane {pane}: sandbox {name} for {}.",
             agent.title, root.local_path
         )))
+}
+
+/// A split next to the focused pane (`paneDirection`, `paneRatio`), or a tab: for `openIn: tab`,
+/// and when the context names no pane to split.
+fn open_agent_pane(
+    herdr: &HerdrCli,
+    config: &PluginConfig,
+    source: Option<&str>,
+    workspace: Option<&str>,
+    cwd: &str,
+    label: &str,
+) -> Result<String> {
+    match (config.open_in, source) {
+        (OpenIn::Split, Some(source)) => {
+            let direction = match config.pane_direction {
+                PaneDirection::Right => "right",
+                PaneDirection::Down => "down",
+            };
+            herdr.split_pane(source, direction, config.pane_ratio, Some(cwd), true)
+        }
+        _ => herdr.create_tab(workspace, Some(cwd), Some(label)),
+    }
+}
+
+fn new_mapping(
+    pane: &str,
+    name: &str,
+    workspace: Option<String>,
+    agent: &Agent,
+    root: &MountRoot,
+    config: &PluginConfig,
+    source: Option<String>,
+) -> PaneMapping {
+    PaneMapping {
+        version: MAPPING_VERSION,
+        pane_id: pane.to_owned(),
+        sandbox_name: name.to_owned(),
+        workspace_id: workspace,
+        agent_kind: agent.kind.clone(),
+        sbx_agent: agent.sbx_agent.clone(),
+        local_path: root.local_path.clone(),
+        workdir: root.workdir.clone(),
+        workspace_mode: config.workspace_mode,
+        lifecycle_state: LifecycleState::Provisional,
+        created_at: None,
+        updated_at: String::new(),
+        revision: String::new(),
+        source_pane_id: source,
+        replaces_sandbox_names: Vec::new(),
+        deleted_sandbox_names: Vec::new(),
+        last_error: None,
+        setup_script_ran_at: None,
+        last_connected_at: None,
+        adopted_from: None,
+        bridge: None,
+        shells: Vec::new(),
+        deletion: None,
+    }
 }

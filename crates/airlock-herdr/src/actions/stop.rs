@@ -1,7 +1,7 @@
 //! stop: `sbx stop`; the filesystem is kept. Refused while an agent is attached (it would be killed).
 
 use crate::app::{App, Outcome};
-use crate::backend::SandboxBackend as _;
+use crate::backend::SandboxBackend;
 use crate::error::{ErrorKind, Result};
 use crate::lifecycle;
 use crate::store::LifecycleState;
@@ -12,7 +12,8 @@ pub fn run(app: &App) -> Result<Outcome> {
     let herdr = app.herdr()?;
     let pane = herdr.get_pane(&m.pane_id)?;
     lifecycle::guard_idle(&m, pane.as_ref(), true)?;
-    let sbx = app.sbx(&config)?;
+    let backend = app.backend(&config)?;
+    let sbx: &dyn SandboxBackend = backend.as_ref();
     match sbx.stop(&m.sandbox_name) {
         Ok(()) => {}
         Err(e) if e.kind == ErrorKind::NotFound => {

@@ -67,7 +67,7 @@ pub struct BackendStatus {
 
 /// A sandbox implementation the plugin drives. Every captured call has a timeout; a call past it is
 /// a `daemon` failure. Errors are classified from the CLI output.
-pub trait SandboxBackend {
+pub trait SandboxBackend: Send + Sync {
     /// Every sandbox; an unreadable listing is an error, never an empty list.
     fn list(&self) -> Result<Vec<SandboxInfo>>;
     /// `name` if the listing has it.

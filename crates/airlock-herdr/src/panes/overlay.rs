@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use crate::actions::list_rows;
 use crate::app::App;
-use crate::backend::SandboxBackend;
 
 const REFRESH: Duration = Duration::from_secs(3);
 
@@ -63,14 +62,10 @@ pub fn run(app: &App) -> i32 {
     std::thread::spawn(move || {
         loop {
             let config = worker_app.config().unwrap_or_default();
-            let sbx = worker_app.sbx(&config).ok();
+            let sbx = worker_app.backend(&config).ok();
             let herdr = worker_app.herdr().ok();
             let mappings = worker_app.store.list().unwrap_or_default();
-            let (rows, err, _) = list_rows(
-                &mappings,
-                sbx.as_ref().map(|s| s as &dyn SandboxBackend),
-                herdr.as_ref(),
-            );
+            let (rows, err, _) = list_rows(&mappings, sbx.as_deref(), herdr.as_ref());
             if rows_tx.send((rows, err)).is_err() {
                 return;
             }

@@ -182,7 +182,14 @@ pub fn build_with_tools(
         .cloned()
         .unwrap_or_else(|| "/bin/sh".into());
     let argv = if request.argv.is_empty() {
-        vec![shell.clone()]
+        let name = Path::new(&shell)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        let extra = name
+            .and_then(|n| contrib.shell_args.get(&n))
+            .cloned()
+            .unwrap_or_default();
+        std::iter::once(shell.clone()).chain(extra).collect()
     } else {
         request.argv.clone()
     };

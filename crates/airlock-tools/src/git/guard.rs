@@ -19,6 +19,15 @@ pub struct GitConfigGuard {
     bytes: Option<Vec<u8>>,
     /// Every key with all its values, in order.
     entries: Option<BTreeMap<String, Vec<String>>>,
+    /// `.git`'s device and inode, to notice a `.git` replaced during the session.
+    git_dir_id: Option<(u64, u64)>,
+}
+
+/// The device and inode of `path` when it is a real directory (not a symlink).
+fn dir_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    meta.is_dir().then(|| (meta.dev(), meta.ino()))
 }
 
 /// Snapshots `<project>/.git/config` (nothing to guard when there is none or no git).
@@ -26,6 +35,7 @@ pub fn guard_git_config(project: &Path) -> GitConfigGuard {
     let git_dir = project.join(".git");
     let config = git_dir.join("config");
     let git = find_git().unwrap_or_else(|| PathBuf::from("git"));
+    let git_dir_id = dir_id(&git_dir);
     let regular = std::fs::symlink_metadata(&config).is_ok_and(|m| m.is_file());
     let bytes = regular.then(|| std::fs::read(&config).ok()).flatten();
     let entries = bytes.as_ref().and_then(|_| list(&git, &config).ok());
@@ -33,7 +43,8 @@ pub fn guard_git_config(project: &Path) -> GitConfigGuard {
         config,
         git,
         bytes,
-        entries,
+        entries: entries.filter(|_| git_dir_id.is_some()),
+        git_dir_id,
     }
 }
 
@@ -85,6 +96,16 @@ impl GitConfigGuard {
             return Vec::new();
         };
         let shown = self.config.display();
+        let git_dir = self.config.parent().unwrap_or(&self.config);
+        if dir_id(git_dir) != self.git_dir_id {
+            // Whatever is there now is not the repository we snapshotted: touching it could write
+            // through a symlink to a host file. Say so and leave it alone.
+            return vec![format!(
+                "{} was replaced during the session; airlock left it untouched: inspect it (hooks, \
+                 config) before using git on this project",
+                git_dir.display()
+            )];
+        }
         let regular = std::fs::symlink_metadata(&self.config).is_ok_and(|m| m.is_file());
         let after = if regular {
             list(&self.git, &self.config).ok()

@@ -7,6 +7,9 @@
 //!   `~/.git-credentials` read-only; the SSH agent socket forwarded.
 //! - `disabled`: no git config; `.git` writable except `.git/config`.
 //!
+//! A writable `.git` is still mounted onto itself, so it is a mount point the sandbox cannot
+//! rename or replace.
+//!
 //! In every mode `.git/hooks` stays read-only unless `allow_hooks = true`: a hook planted by the
 //! agent would run on the host the next time the developer uses git. [`guard`] does the same for
 //! program-running keys written to `.git/config`.
@@ -130,6 +133,12 @@ fn repository_mounts(ctx: &ToolContext, mode: &str, extras: &mut Extras) {
         extras.fixed_mounts.push(readonly(&git_dir, true));
         return;
     }
+    // Writable, but a mount point of its own: the sandbox cannot rename `.git` away and put a
+    // repository with its own hooks and config in its place.
+    extras.fixed_mounts.push(ToolMount {
+        mode: ToolMountMode::Readwrite,
+        ..readonly(&git_dir, true)
+    });
     if !ctx.config.flag("allow_hooks", false) {
         let hooks = git_dir.join("hooks");
         // A read-only mount needs the directory; git itself creates it on init, and an empty one

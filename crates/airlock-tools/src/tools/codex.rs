@@ -4,7 +4,7 @@
 
 use airlock_sandbox::ToolMountMode;
 
-use super::env_dir;
+use super::{ensure_sessions_dir, env_dir};
 use crate::host::HostView;
 use crate::tool::{Category, Extras, MountDecl, Tool, ToolContext};
 
@@ -26,6 +26,10 @@ impl Tool for Codex {
             MountDecl::same(dir.clone(), Category::Config).fixed(ToolMountMode::Tmpoverlay),
             MountDecl::same(dir.join("sessions"), Category::Data).fixed(ToolMountMode::Overlay),
         ]
+    }
+    fn prepare_host(&self, host: &HostView) -> bool {
+        let (dir, _) = env_dir(host, "CODEX_HOME", host.home_path(".codex"));
+        ensure_sessions_dir(host, &dir)
     }
     fn extras(&self, ctx: &ToolContext) -> Extras {
         let (_, env) = env_dir(ctx.host, "CODEX_HOME", ctx.host.home_path(".codex"));

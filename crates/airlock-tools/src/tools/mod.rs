@@ -87,6 +87,13 @@ pub(crate) fn home(host: &HostView, rel: &str, category: Category) -> MountDecl 
     MountDecl::same(host.home_path(rel), category)
 }
 
+/// Creates `<dir>/sessions` when `dir` is a directory without it; true when created.
+pub(crate) fn ensure_sessions_dir(host: &HostView, dir: &std::path::Path) -> bool {
+    host.state(dir) == crate::host::PathState::Dir
+        && host.state(&dir.join("sessions")) == crate::host::PathState::Missing
+        && std::fs::create_dir(dir.join("sessions")).is_ok()
+}
+
 /// A tool directory overridable by an environment variable (CODEX_HOME, CLAUDE_CONFIG_DIR, ...):
 /// the variable's absolute value when set, else `fallback`. The variable is passed through, so the
 /// tool resolves the same path inside.

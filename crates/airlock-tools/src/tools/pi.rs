@@ -3,7 +3,7 @@
 
 use airlock_sandbox::ToolMountMode;
 
-use super::env_dir;
+use super::{ensure_sessions_dir, env_dir};
 use crate::host::HostView;
 use crate::tool::{Category, Extras, MountDecl, Tool, ToolContext};
 
@@ -25,6 +25,10 @@ impl Tool for Pi {
             MountDecl::same(dir.clone(), Category::Config).fixed(ToolMountMode::Tmpoverlay),
             MountDecl::same(dir.join("sessions"), Category::Data).fixed(ToolMountMode::Overlay),
         ]
+    }
+    fn prepare_host(&self, host: &HostView) -> bool {
+        let (dir, _) = env_dir(host, "PI_CODING_AGENT_DIR", host.home_path(".pi/agent"));
+        ensure_sessions_dir(host, &dir)
     }
     fn extras(&self, ctx: &ToolContext) -> Extras {
         let (_, env) = env_dir(

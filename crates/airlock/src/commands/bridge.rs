@@ -26,8 +26,8 @@ pub enum BridgeCommand {
     },
     /// Stop the daemon, remove the unit and the state dir (token included)
     Uninstall(SupervisorArgs),
-    /// Run the bridge daemon in the foreground (what the supervisor runs)
-    #[command(hide = true)]
+    /// Run the bridge daemon in the foreground (what the supervisor runs; by hand after
+    /// `install --supervisor none`)
     Daemon(DaemonArgs),
 }
 
@@ -102,7 +102,7 @@ pub fn run(command: BridgeCommand) -> anyhow::Result<i32> {
         }
         BridgeCommand::Status { json, supervisor } => {
             let ctx = context(&paths, supervisor.supervisor)?;
-            let status = install::status(&ctx);
+            let status = airlock_bridge::status::status(&ctx);
             if json {
                 println!("{}", serde_json::to_string_pretty(&status)?);
             } else {
@@ -153,7 +153,7 @@ fn context(paths: &XdgPaths, supervisor: Option<SupervisorArg>) -> anyhow::Resul
     })
 }
 
-fn print_status(s: &install::BridgeStatus) {
+fn print_status(s: &airlock_bridge::status::BridgeStatus) {
     let yes = |b: bool| if b { "yes" } else { "no" };
     println!("state dir   {}", s.state_dir.display());
     println!(

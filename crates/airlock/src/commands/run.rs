@@ -31,7 +31,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         allow_hosts: args.allow_hosts.clone(),
         deny_hosts: args.deny_hosts.clone(),
     };
-    let spec = airlock_sandbox::build(&loaded.profile, &facts, &request)?;
+    let catalog = airlock_tools::Catalog::builtin();
+    let settings = airlock_tools::Settings::from_profile(&loaded.profile, &catalog)?;
+    let network = request.network.unwrap_or(loaded.profile.network);
+    let view = airlock_tools::HostView::from_env(&facts.home);
+    let mut contrib = airlock_tools::plan(&catalog, &settings, &view, network, &project);
+    airlock_tools::shell::integrate(&catalog, &settings, &view, &mut contrib);
+    for warning in &contrib.warnings {
+        eprintln!("airlock: warning: {warning}");
+    }
+    let spec = airlock_sandbox::build_with_tools(&loaded.profile, &facts, &request, &contrib)?;
     // Rules are checked before anything is created, so a bad rule leaves nothing behind.
     let policy = match &spec.egress {
         Some(egress) => Some(EgressPolicy::from_settings(
@@ -74,8 +83,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         log: spec.egress.as_ref().map(|e| e.log.clone()),
         proxy: None,
     };
+    let git_guard = airlock_tools::wants_config_guard(&settings)
+        .then(|| airlock_tools::guard_git_config(&spec.project));
     let launched = native::run(&spec, &mut gates);
     drop(lease);
+    if let Some(guard) = git_guard {
+        for message in guard.finish() {
+            eprintln!("airlock: {message}");
+        }
+    }
     if let Some(proxy) = gates.proxy.take() {
         proxy.shutdown();
     }

@@ -345,11 +345,11 @@ fn one_byte_over_each_cap_is_413_and_a_full_cap_of_garbage_is_400() {
     }
 }
 
-/// Sends `n` requests back to back; statuses, and whether they all fit in `window`.
-fn burst(w: &World, route: &str, body: &str, n: usize, window: Duration) -> (Vec<u16>, bool) {
+/// Sends `n` requests back to back: the statuses and how long they took.
+fn burst(w: &World, route: &str, body: &str, n: usize) -> (Vec<u16>, Duration) {
     let start = Instant::now();
     let statuses: Vec<u16> = (0..n).map(|_| w.post(route, body).0).collect();
-    (statuses, start.elapsed() < window)
+    (statuses, start.elapsed())
 }
 
 #[test]
@@ -366,7 +366,7 @@ fn burst_plus_one_is_429_per_bucket() {
             "/credential",
             r#"{"op":"list","input":""}"#,
             15,
-            Duration::from_millis(33),
+            Duration::from_secs(1) / 30,
         ),
         (
             "/sound",
@@ -376,13 +376,14 @@ fn burst_plus_one_is_429_per_bucket() {
         ),
     ];
     for (route, body, burst_size, refill) in cases {
-        // A slow machine may refill a token mid-burst; that attempt proves nothing, so retry it.
+        // The exact claim holds when the burst fits in one refill interval; a loaded machine may
+        // be slower, so such an attempt is retried, and after 5 the bound below is checked instead.
         let mut proven = false;
         for _attempt in 0..5 {
             let mut w = World::installed();
             w.start();
-            let (statuses, in_time) = burst(&w, route, body, burst_size + 1, refill);
-            if !in_time {
+            let (statuses, took) = burst(&w, route, body, burst_size + 1);
+            if took >= refill {
                 continue;
             }
             assert!(
@@ -393,10 +394,23 @@ fn burst_plus_one_is_429_per_bucket() {
             proven = true;
             break;
         }
-        assert!(
-            proven,
-            "{route}: no burst fit inside one refill interval in 5 attempts"
-        );
+        if !proven {
+            let mut w = World::installed();
+            w.start();
+            let (statuses, took) = burst(&w, route, body, burst_size * 3);
+            let admitted = statuses.iter().filter(|s| **s == 400).count();
+            let refills = (took.as_nanos() / refill.as_nanos()) as usize + 1;
+            println!("{route}: slow machine, checked the bound ({admitted} admitted in {took:?})");
+            assert!(
+                statuses[..burst_size].iter().all(|s| *s == 400),
+                "{route}: {statuses:?}"
+            );
+            assert!(
+                admitted <= burst_size + refills,
+                "{route}: {statuses:?} in {took:?}"
+            );
+            assert!(statuses.contains(&429), "{route}: {statuses:?}");
+        }
     }
 }
 

@@ -397,3 +397,24 @@ fn install_refuses_a_corrupt_token_instead_of_replacing_it() {
     );
     assert!(err.contains("airlock bridge uninstall"), "{err}");
 }
+
+#[test]
+fn a_failing_systemctl_fails_uninstall_and_removes_nothing() {
+    let w = World::new();
+    w.fake("systemctl", SYSTEMCTL_OK);
+    let user = unprivileged();
+    let out = airlock_as(&w, user.as_ref(), &["bridge", "install"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    w.fake(
+        "systemctl",
+        "echo 'Failed to connect to bus: No medium found' >&2\nexit 1",
+    );
+    let out = airlock_as(&w, user.as_ref(), &["bridge", "uninstall"]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("disable --now") && err.contains("Nothing was removed"),
+        "{err}"
+    );
+    assert!(unit_file(&w).exists() && w.state.join("token").exists());
+}

@@ -114,27 +114,53 @@ fn a_stale_socket_is_replaced_and_a_live_one_refused() {
 }
 
 #[test]
-fn a_socket_path_too_long_for_sun_path_means_tcp_only() {
+fn a_home_too_long_for_the_socket_path_means_tcp_only() {
     let mut w = World::installed();
-    let deep = w
+    // HOME so deep that HOME/.local/state/airlock/bridge/run/bridge.sock exceeds sun_path.
+    let long_home = w
         .base()
-        .join(format!("{}/{}", "d".repeat(60), "e".repeat(60)));
-    fs::create_dir_all(deep.join("run")).unwrap();
-    fs::copy(w.state.join("token"), deep.join("token")).unwrap();
-    w.state = deep;
-    w.start();
+        .join(format!("{}/{}", "h".repeat(60), "o".repeat(40)));
+    let state = long_home.join(".local/state/airlock/bridge");
+    fs::create_dir_all(state.join("run")).unwrap();
+    fs::copy(w.state.join("token"), state.join("token")).unwrap();
+    w.home = long_home;
+    w.state = state;
+    // No --state-dir: the daemon derives it from the long HOME, as the unit would.
+    let cmd = w.daemon_command_from_home(0);
+    w.start_with(cmd);
     assert!(!w.socket().exists());
+    let log = w.audit_log();
     assert!(
-        w.audit_log()
-            .contains("too long for a socket address; serving TCP only"),
-        "{}",
-        w.audit_log()
+        log.contains("too long for a socket address; serving TCP only"),
+        "{log}"
     );
     // The shim falls back to TCP because connecting to the socket fails.
     let out = w.shim("xdg-open", &["https://example.com/tcp"], b"", &[]);
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
     assert_eq!(w.calls(), [["xdg-open", "https://example.com/tcp"]]);
+}
+
+#[test]
+fn a_client_that_never_finishes_its_head_is_cut_off() {
+    use std::io::{Read as _, Write as _};
+    let mut w = World::installed();
+    w.start();
+    let mut stream = std::os::unix::net::UnixStream::connect(w.socket()).unwrap();
+    stream
+        .write_all(b"POST /open HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(15)))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+    let waited = started.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_secs(4) && waited < std::time::Duration::from_secs(12),
+        "closed after {waited:?}"
+    );
 }
 
 #[test]
@@ -168,4 +194,17 @@ fn state_files_have_the_contract_modes() {
         .parse()
         .unwrap();
     assert_eq!(pid, w.daemon.as_ref().unwrap().id());
+}
+
+#[test]
+fn a_socket_that_cannot_be_bound_means_tcp_only() {
+    let mut w = World::installed();
+    fs::remove_dir(w.state.join("run")).unwrap();
+    fs::write(w.state.join("run"), "not a directory").unwrap();
+    w.start();
+    let log = w.audit_log();
+    assert!(log.contains("serving TCP only"), "{log}");
+    let out = w.shim("xdg-open", &["https://example.com/fallback"], b"", &[]);
+    assert!(out.status.success());
+    assert_eq!(w.calls(), [["xdg-open", "https://example.com/fallback"]]);
 }

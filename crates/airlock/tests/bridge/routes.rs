@@ -209,6 +209,9 @@ fn the_audit_log_never_holds_a_secret() {
     let data = base64::engine::general_purpose::STANDARD.encode(b"ID3 secret-sound-bytes-here");
     let body = serde_json::json!({"name": "n", "data": data}).to_string();
     assert_eq!(w.post("/sound", &body).0, 200);
+    // The player runs detached; let it finish before the temp HOME goes.
+    let played = w.base().join("played.mp3");
+    wait_for("the fake player", || played.exists());
     let log = w.audit_log();
     for secret in ["hunter2", "s3cret-from-host", &data, &w.token()] {
         assert!(

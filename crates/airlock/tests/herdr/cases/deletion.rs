@@ -207,10 +207,9 @@ pub fn unreadable_ls_is_never_gone() -> Outcome {
             m["lifecycleState"] != "missing",
             "{format}: never marked missing: {m}"
         );
-        check!(
-            w.pane_outputs().contains("sbx ls --json"),
-            "{format}: the pane shows the listing error"
-        );
+        w.wait_for("the pane to show the listing error", || {
+            w.pane_outputs().contains("sbx ls --json")
+        })?;
     }
     Ok(())
 }
@@ -309,6 +308,109 @@ pub fn no_session_during_a_deletion() -> Outcome {
         run.ok() && run.result["deleted"] == json!([name]),
         "the deletion finished: {}",
         run.show()
+    );
+    Ok(())
+}
+
+pub fn failures_after_delete_are_reported() -> Outcome {
+    let mut w = World::new();
+    let repo = w.git_repo("repo");
+    let (pane, name) = w.start_agent(&repo)?;
+    w.herdr_state(|s| s["panes"].as_object_mut().map(|p| p.remove(&pane)));
+    w.set(
+        "FAKE_SBX_FAIL",
+        "rm=Error: remove /var/lib/sbx/x: permission denied",
+    );
+    let run = w.action_with(
+        "prune-mappings",
+        Some("{}"),
+        &[("FAKE_HERDR_POPUP_INPUT", "DELETE\n")],
+    );
+    let failure = &run.result["failures"][0];
+    check!(
+        run.ok() && failure["errorKind"] == "permission" && failure["paneId"] == pane.as_str(),
+        "{}",
+        run.show()
+    );
+    let m = w.mapping(&pane).ok_or("mapping kept")?;
+    check!(
+        m["deletion"].is_null() && m["lastError"]["kind"] == "permission",
+        "claim released, error recorded: {m}"
+    );
+    check!(w.sandbox(&name).is_some(), "still there");
+    // The worktree hook does nothing when cleanupOnWorktreeRemoved is false.
+    w.write_config(json!({"cleanupOnWorktreeRemoved": false}));
+    let popups_before = w.herdr_state(|s| s["popups"].as_array().map_or(0, Vec::len));
+    let event = json!({"event": "worktree.removed", "data": {"worktree": {"path": repo.display().to_string()}}});
+    let run = w.airlock(
+        &["herdr", "event"],
+        &[
+            ("HERDR_PLUGIN_EVENT_JSON", &event.to_string()),
+            ("FAKE_HERDR_POPUP_INPUT", "DELETE\n"),
+        ],
+    );
+    check!(
+        run.ok() && run.result["confirmed"].is_null() && run.result["mappings"] == json!([pane]),
+        "{}",
+        run.show()
+    );
+    check!(
+        w.herdr_state(|s| s["popups"].as_array().map_or(0, Vec::len)) == popups_before,
+        "no popup"
+    );
+    Ok(())
+}
+
+pub fn popup_closed_without_an_answer() -> Outcome {
+    let mut w = World::new();
+    let repo = w.git_repo("repo");
+    let (pane, name) = w.start_agent(&repo)?;
+    w.set("HERDR_SBX_CONFIRMATION_TIMEOUT_MS", "120000");
+    let mut forget = w.command(&w.plugin_root.join("bin/airlock"));
+    forget
+        .args(["herdr", "action", "forget-mapping"])
+        .current_dir(&w.plugin_root)
+        .env("HERDR_PLUGIN_CONTEXT_JSON", w.ctx_pane(&pane).to_string())
+        .env("FAKE_HERDR_POPUP_INPUT", "__hold__")
+        .stdout(std::process::Stdio::piped());
+    let started = std::time::Instant::now();
+    let child = forget.spawn().map_err(|e| e.to_string())?;
+    let confirmations = w.state_dir.join("confirmations");
+    let popup_file = || {
+        std::fs::read_dir(&confirmations)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "popup"))
+    };
+    w.wait_for("the popup to register", || popup_file().is_some())?;
+    let text =
+        std::fs::read_to_string(popup_file().ok_or("popup file")?).map_err(|e| e.to_string())?;
+    let pid: i32 = text
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .ok_or("popup pid")?;
+    // Closing the popup pane hangs up its process group.
+    // SAFETY: signalling the fake popup's own process group.
+    unsafe { libc::kill(-libc::getpgid(pid), libc::SIGHUP) };
+    let run = crate::world::Run::from(child.wait_with_output().map_err(|e| e.to_string())?);
+    check!(
+        !run.ok()
+            && run.kind() == "cancelled"
+            && run.result["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("closed without an answer")),
+        "{}",
+        run.show()
+    );
+    check!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "did not wait out the window"
+    );
+    check!(
+        w.sandbox(&name).is_some() && w.mapping(&pane).is_some(),
+        "nothing deleted"
     );
     Ok(())
 }

@@ -72,6 +72,15 @@ pub fn start_reconnect_shell_stop_replace_forget() -> Outcome {
             ],
         "create argv {create:?}"
     );
+    let split = w
+        .argv_log("FAKE_HERDR_LOG")
+        .into_iter()
+        .find(|a| a[0] == "pane" && a[1] == "split")
+        .ok_or("split")?;
+    check!(
+        !split.contains(&"--ratio".to_owned()) && split[3..5] == ["--direction", "right"],
+        "default split {split:?}"
+    );
     let label = w.herdr_state(|s| s["panes"][&pane]["label"].clone());
     check!(
         label
@@ -159,11 +168,10 @@ pub fn start_reconnect_shell_stop_replace_forget() -> Outcome {
             && w.mapping(&pane)
                 .is_some_and(|m| m["bridge"]["exitedAt"].is_string())
     })?;
-    let popup = w.pane_outputs();
-    check!(
-        popup.contains(&name) && popup.contains("Confirmed."),
-        "the popup listed the sandbox: {popup}"
-    );
+    w.wait_for("the popup to list the sandbox and confirm", || {
+        let popup = w.pane_outputs();
+        popup.contains(&name) && popup.contains("Confirmed.")
+    })?;
 
     let run = w.action_with(
         "forget-mapping",
@@ -247,6 +255,35 @@ pub fn adopts_a_mapping_whose_pane_is_gone() -> Outcome {
         creates == 1,
         "the existing sandbox was reused, not recreated ({creates} creates)"
     );
+    // replace-sandbox adopts too: the pane is gone again after another restart.
+    let adopted = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+    w.wait_for("the bridge to exit", || {
+        w.mapping(&adopted)
+            .is_some_and(|m| m["bridge"]["pid"].is_null())
+    })?;
+    w.herdr_state(|s| s["panes"].as_object_mut().map(|p| p.remove(&adopted)));
+    let run = w.action_with(
+        "replace-sandbox",
+        Some(&w.ctx_pane("w1:p1").to_string()),
+        &[("FAKE_HERDR_POPUP_INPUT", "DELETE\n")],
+    );
+    check!(
+        run.ok()
+            && run.result["adoptedFrom"] == adopted.as_str()
+            && run.result["deleted"] == json!([name]),
+        "replace adopts: {}",
+        run.show()
+    );
+    let fresh = run.result["sandboxName"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let pane_now = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+    w.wait_for("the fresh sandbox in the adopting pane", || {
+        w.sandbox(&fresh).is_some()
+            && w.mapping(&pane_now)
+                .is_some_and(|m| m["bridge"]["exitedAt"].is_string())
+    })?;
     Ok(())
 }
 
@@ -295,8 +332,28 @@ pub fn custom_agent_setup_once_and_report_agent() -> Outcome {
     let w = World::new();
     let repo = w.git_repo("repo");
     w.write_config(json!({"agentKind": "aider", "customAgents": {"aider": {"title": "Aider", "sbxAgent": "shell",
-        "command": ["aider"], "defaultArgs": ["--yes"], "herdrDetectionKind": null, "setupScript": "pipx install aider-chat"}}}));
+        "command": ["aider"], "defaultArgs": ["--yes"], "herdrDetectionKind": null, "setupScript": "pipx install aider-chat"}},
+        "paneRatio": 0.3, "paneDirection": "down"}));
     let (pane, name) = w.start_agent(&repo)?;
+    let split = w
+        .argv_log("FAKE_HERDR_LOG")
+        .into_iter()
+        .find(|a| a[0] == "pane" && a[1] == "split")
+        .ok_or("split")?;
+    check!(
+        split[2..]
+            == [
+                "w1:p1",
+                "--direction",
+                "down",
+                "--ratio",
+                "0.3",
+                "--cwd",
+                &repo.display().to_string(),
+                "--focus"
+            ],
+        "paneDirection and paneRatio reach herdr: {split:?}"
+    );
     let sb = w.sandbox(&name).ok_or("created")?;
     check!(
         sb["agent"] == "shell" && sb["setup_runs"] == 1,
@@ -367,10 +424,10 @@ pub fn missing_agent_binary_is_config() -> Outcome {
                 .is_some_and(|s| s.contains("claude is not available")),
         "{m}"
     );
-    check!(
-        w.pane_outputs().contains("not available inside sandbox"),
-        "the pane says why"
-    );
+    // The bridge gives its record back first, then prints the error: wait for the text.
+    w.wait_for("the pane to say why", || {
+        w.pane_outputs().contains("not available inside sandbox")
+    })?;
     Ok(())
 }
 
@@ -464,5 +521,82 @@ pub fn guards_refuse_while_agent_or_bridge_runs() -> Outcome {
     w.herdr_state(|s| s["panes"][&pane]["agent"] = json!(null));
     let run = w.action("stop", w.ctx_pane(&pane));
     check!(run.ok(), "stop once idle: {}", run.show());
+    Ok(())
+}
+
+pub fn without_a_focused_pane_opens_a_tab() -> Outcome {
+    let w = World::new();
+    let repo = w.git_repo("repo");
+    let run = w.action(
+        "start-agent",
+        json!({"workspace_id": "w1", "workspace_cwd": repo.display().to_string()}),
+    );
+    check!(
+        run.ok() && run.result["openIn"] == "tab" && run.result["sourcePaneId"].is_null(),
+        "{}",
+        run.show()
+    );
+    let tab = w
+        .argv_log("FAKE_HERDR_LOG")
+        .into_iter()
+        .find(|a| a[0] == "tab")
+        .ok_or("tab create")?;
+    check!(
+        tab.windows(2)
+            .any(|p| p[0] == "--workspace" && p[1] == "w1"),
+        "in the workspace: {tab:?}"
+    );
+    let pane = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+    w.wait_for("the agent", || {
+        w.mapping(&pane)
+            .is_some_and(|m| m["bridge"]["exitedAt"].is_string())
+    })?;
+    Ok(())
+}
+
+pub fn deletion_and_stop_refused_while_a_shell_is_attached() -> Outcome {
+    let mut w = World::new();
+    let repo = w.git_repo("repo");
+    let (pane, name) = w.start_agent(&repo)?;
+    let hold = w.root.join("release-shell");
+    w.set("FAKE_SBX_ATTACH_HOLD", &hold.display().to_string());
+    let run = w.action("open-shell", w.ctx_pane(&pane));
+    check!(run.ok(), "open-shell: {}", run.show());
+    w.wait_for("the shell to register", || {
+        w.mapping(&pane)
+            .is_some_and(|m| m["shells"].as_array().is_some_and(|s| s.len() == 1))
+    })?;
+    for action in ["stop", "forget-mapping"] {
+        let run = w.action_with(
+            action,
+            Some(&w.ctx_pane(&pane).to_string()),
+            &[("FAKE_HERDR_POPUP_INPUT", "DELETE\n")],
+        );
+        check!(
+            !run.ok()
+                && run.kind() == "conflict"
+                && run.result["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("open-shell")),
+            "{action}: {}",
+            run.show()
+        );
+    }
+    check!(w.sandbox(&name).is_some(), "nothing deleted");
+    std::fs::write(&hold, "").map_err(|e| e.to_string())?;
+    w.wait_for("the shell to leave", || {
+        w.mapping(&pane)
+            .is_some_and(|m| m["shells"].as_array().is_some_and(Vec::is_empty))
+    })?;
+    let run = w.action_with(
+        "forget-mapping",
+        Some(&w.ctx_pane(&pane).to_string()),
+        &[("FAKE_HERDR_POPUP_INPUT", "DELETE\n")],
+    );
+    check!(
+        run.ok() && w.sandbox(&name).is_none(),
+        "forget once the shell left: {}",
+        run.show()
+    );
     Ok(())
 }

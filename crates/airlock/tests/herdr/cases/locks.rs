@@ -176,6 +176,15 @@ pub fn kill_9_leaves_a_reclaimable_lock() -> Outcome {
             "reclaimed promptly"
         );
     }
+    // Temp files the killed workers left are swept by the next listing.
+    Store::new(&w.state_dir).list().map_err(|e| e.to_string())?;
+    let leftovers: Vec<String> = std::fs::read_dir(w.state_dir.join("panes"))
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".json"))
+        .collect();
+    check!(leftovers.is_empty(), "debris left: {leftovers:?}");
     Ok(())
 }
 

@@ -128,6 +128,21 @@ pub fn list_and_info() -> Outcome {
         list.show()
     );
     check!(list.stdout.contains("[sandbox gone]"), "{}", list.stdout);
+    let list = w.action_with(
+        "list-sandboxes",
+        Some("{}"),
+        &[("FAKE_HERDR_FAIL", "pane list")],
+    );
+    let row = &list.result["mappings"][0];
+    check!(
+        list.ok()
+            && row["paneExists"].is_null()
+            && row["paneError"]
+                .as_str()
+                .is_some_and(|e| e.contains("pane list")),
+        "{}",
+        list.show()
+    );
     // A stop on a sandbox that is gone marks the mapping missing.
     let run = w.action("stop", w.ctx_pane(&pane));
     check!(!run.ok() && run.kind() == "not-found", "{}", run.show());
@@ -307,6 +322,27 @@ pub fn timeouts_are_daemon_failures() -> Outcome {
         "{}",
         list.show()
     );
+    // sbx create gets the slow limit, which has its own override.
+    w.set("HERDR_SBX_TIMEOUT_MS", "120000");
+    w.set("FAKE_SBX_DELAY_MS", "create=20000");
+    w.set("HERDR_SBX_SLOW_TIMEOUT_MS", "300");
+    let run = w.action("start-agent", w.ctx(&repo));
+    check!(run.ok(), "{}", run.show());
+    let fresh = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+    w.wait_for("the create to be killed", || {
+        w.mapping(&fresh)
+            .is_some_and(|m| m["lifecycleState"] == "failed" && m["lastError"]["kind"] == "daemon")
+    })?;
+    let message = w
+        .mapping(&fresh)
+        .map(|m| m["lastError"]["message"].clone())
+        .unwrap_or_default();
+    check!(
+        message
+            .as_str()
+            .is_some_and(|m| m.contains("HERDR_SBX_SLOW_TIMEOUT_MS")),
+        "{message}"
+    );
     Ok(())
 }
 
@@ -358,6 +394,20 @@ pub fn overlay_and_sandboxes_action() -> Outcome {
             && out.contains(&name)
             && out.contains(&format!("airlock://{name}/3000"))
     })?;
+    let run = w.action_with(
+        "sandboxes",
+        Some("{}"),
+        &[("FAKE_HERDR_FAIL", "plugin pane")],
+    );
+    check!(
+        !run.ok()
+            && run.kind() == "unknown"
+            && run.result["output"]
+                .as_str()
+                .is_some_and(|o| o.contains("fake herdr refuses")),
+        "herdr refusing the overlay: {}",
+        run.show()
+    );
     Ok(())
 }
 

@@ -14,6 +14,22 @@ pub type Case = (&'static str, fn() -> Outcome);
 
 pub const CASES: &[Case] = &[
     (
+        "deletion_popup_closed_without_an_answer",
+        deletion::popup_closed_without_an_answer,
+    ),
+    (
+        "deletion_failures_after_delete_are_reported",
+        deletion::failures_after_delete_are_reported,
+    ),
+    (
+        "guards_refuse_deletion_while_a_shell_is_attached",
+        flow::deletion_and_stop_refused_while_a_shell_is_attached,
+    ),
+    (
+        "flow_without_a_focused_pane_opens_a_tab",
+        flow::without_a_focused_pane_opens_a_tab,
+    ),
+    (
         "misc_manifest_declares_everything",
         misc::manifest_declares_everything,
     ),

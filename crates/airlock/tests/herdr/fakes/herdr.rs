@@ -5,7 +5,7 @@
 //!   `FAKE_HERDR_DIR/pane-<n>.out`) unless the pane has `"swallow": true` (not at a prompt).
 //! - `plugin pane open` and `plugin action invoke` run the manifest's command from
 //!   `$HERDR_PLUGIN_ROOT/herdr-plugin.toml`; a popup gets `FAKE_HERDR_POPUP_INPUT` on stdin and
-//!   is never answered when it is unset.
+//!   is never answered when it is unset (`__hold__`: the popup opens and waits forever).
 //! - `FAKE_HERDR_ON_POPUP=<sh command>`: run when a popup opens (a race while it waits).
 //! - `FAKE_HERDR_FAIL="pane split;..."`: those commands fail; `FAKE_HERDR_DELAY_MS="pane list=ms"`.
 
@@ -73,8 +73,15 @@ pub fn main(argv: Vec<String>) -> i32 {
                 .collect();
             ok(&id, json!({"type": "pane_list", "panes": panes}))
         }),
+        "pane split" if args.first().is_none_or(|a| a.starts_with("--")) => {
+            // The real CLI takes the pane id first, always.
+            eprintln!(
+                "usage: herdr pane split <pane_id> --direction right|down [--cwd PATH] [--focus] [--no-focus]"
+            );
+            2
+        }
         "pane split" | "tab create" => with_state(STATE, |s| {
-            let target = args.first().filter(|a| !a.starts_with("--")).cloned();
+            let target = (head == "pane split").then(|| args[0].clone());
             let workspace = match &target {
                 Some(t) => match s["panes"].get(t) {
                     Some(p) => p["workspace_id"].as_str().unwrap_or("w1").to_owned(),
@@ -158,9 +165,16 @@ pub fn main(argv: Vec<String>) -> i32 {
     }
 }
 
+/// A `PaneInfo` with the schema's required fields (pane_id, terminal_id, workspace_id, tab_id,
+/// focused, agent_status, revision) plus agent, label and cwd.
 fn pane_json(id: &str, p: &Value) -> Value {
-    json!({"pane_id": id, "workspace_id": p["workspace_id"], "label": p["label"], "agent": p.get("agent").cloned().unwrap_or(Value::Null),
-           "agent_status": p.get("agent_status").cloned().unwrap_or(json!("unknown"))})
+    let workspace = p["workspace_id"].as_str().unwrap_or("w1");
+    json!({
+        "pane_id": id, "terminal_id": format!("term-{id}"), "workspace_id": workspace, "tab_id": format!("{workspace}:t1"),
+        "focused": false, "revision": 1, "label": p["label"], "cwd": p["cwd"],
+        "agent": p.get("agent").cloned().unwrap_or(Value::Null),
+        "agent_status": p.get("agent_status").filter(|s| !s.is_null()).cloned().unwrap_or(json!("unknown")),
+    })
 }
 
 // The fake exits right after spawning: the detached child is reparented, never a zombie of ours.
@@ -267,7 +281,17 @@ fn plugin_pane(id: &str, args: &[String]) -> i32 {
             json!({"type": "plugin_pane_opened", "plugin_pane": {"entrypoint": entry}}),
         );
     }
-    let mut command = Command::new(root.join(&argv[0]));
+    // `__hold__`: the popup opens and waits for input that never comes (the test closes it).
+    let hold = input.as_deref() == Some("__hold__");
+    let mut command = if hold {
+        let mut c = Command::new("sh");
+        c.args(["-c", "sleep 600 | exec \"$0\" \"$@\""])
+            .arg(root.join(&argv[0]));
+        c
+    } else {
+        Command::new(root.join(&argv[0]))
+    };
+    let input = input.filter(|_| !hold);
     command
         .args(&argv[1..])
         .current_dir(&root)

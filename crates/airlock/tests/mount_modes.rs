@@ -1,0 +1,293 @@
+//! Tool mount modes and the git tool, end to end: the real binary, a real sandbox, a temp HOME whose
+//! tool directories the catalog detects, and checks made on the host afterwards.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
+
+struct World {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    project: PathBuf,
+}
+
+impl World {
+    /// A HOME with claude, codex and nvim directories, a git identity split over an includeIf file,
+    /// and a git project at ~/code/app.
+    fn new(config: &str) -> World {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = fs::canonicalize(dir.path()).expect("canonical");
+        let home = root.join("home");
+        let project = home.join("code").join("app");
+        fs::create_dir_all(&project).expect("project");
+        write(&home.join(".claude/settings.json"), "{\"host\": true}\n");
+        write(&home.join(".codex/config.toml"), "model = \"host\"\n");
+        write(&home.join(".config/nvim/init.lua"), "-- host config\n");
+        write(
+            &home.join(".gitconfig"),
+            "[user]\n\tname = Host Dev\n[includeIf \"gitdir:~/code/\"]\n\tpath = ~/.gitconfig-work\n",
+        );
+        write(
+            &home.join(".gitconfig-work"),
+            "[user]\n\temail = dev@work.example\n",
+        );
+        write(&home.join(".config/airlock/config.toml"), config);
+        let w = World {
+            _dir: dir,
+            home,
+            project,
+        };
+        w.host_git(&["init", "-q", "-b", "main"]);
+        write(&w.project.join("README"), "hello\n");
+        w.host_git(&["add", "README"]);
+        w.host_git(&["commit", "-q", "-m", "first"]);
+        w
+    }
+
+    fn host_git(&self, args: &[&str]) -> Output {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&self.project)
+            .env("HOME", &self.home)
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("GIT_CONFIG_GLOBAL")
+            .output()
+            .expect("host git");
+        assert!(out.status.success(), "git {args:?}: {}", text(&out));
+        out
+    }
+
+    fn sh(&self, script: &str) -> Output {
+        Command::new(AIRLOCK)
+            .args(["run", "--network", "none", "--", "sh", "-c", script])
+            .current_dir(&self.project)
+            .env_clear()
+            .env("HOME", &self.home)
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("SHELL", "/bin/sh")
+            .stdin(Stdio::null())
+            .output()
+            .expect("spawn airlock")
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    fs::create_dir_all(path.parent().expect("parent")).expect("dirs");
+    fs::write(path, text).expect("write");
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Whether the sandbox (with overlayfs) and git are usable here; says why when not.
+fn available() -> bool {
+    if Command::new("git").arg("--version").output().is_err() {
+        eprintln!("skipped: git is not installed");
+        return false;
+    }
+    let w = World::new("");
+    let o = w.sh("true");
+    if !o.status.success() {
+        eprintln!(
+            "skipped: the native sandbox cannot start here: {}",
+            text(&o)
+        );
+        return false;
+    }
+    true
+}
+
+const MODES: &str = "[tools.claude]\nmount_mode = \"overlay\"\n\n[tools.codex]\nmount_mode = \"tmpoverlay\"\n\n\
+                     [tools.nvim]\nmount_mode = \"readonly\"\n";
+
+#[test]
+fn overlay_writes_stay_in_the_sandbox_and_come_back_next_run() {
+    if !available() {
+        return;
+    }
+    let w = World::new(MODES);
+    let o = w.sh("cat ~/.claude/settings.json && echo '{\"sandbox\": 1}' > ~/.claude/settings.json && echo new > ~/.claude/session");
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        stdout(&o),
+        "{\"host\": true}\n",
+        "host content visible through the overlay"
+    );
+    assert_eq!(
+        fs::read_to_string(w.home.join(".claude/settings.json")).expect("host file"),
+        "{\"host\": true}\n",
+        "the host file is untouched"
+    );
+    assert!(
+        !w.home.join(".claude/session").exists(),
+        "nothing new on the host"
+    );
+    let o = w.sh("cat ~/.claude/settings.json ~/.claude/session");
+    assert_eq!(stdout(&o), "{\"sandbox\": 1}\nnew\n", "{}", text(&o));
+}
+
+#[test]
+fn tmpoverlay_writes_are_gone_after_the_run() {
+    if !available() {
+        return;
+    }
+    let w = World::new(MODES);
+    let o = w.sh("echo 'model = \"sandbox\"' > ~/.codex/config.toml && cat ~/.codex/config.toml");
+    assert_eq!(stdout(&o), "model = \"sandbox\"\n", "{}", text(&o));
+    let o = w.sh("cat ~/.codex/config.toml");
+    assert_eq!(stdout(&o), "model = \"host\"\n", "{}", text(&o));
+    assert_eq!(
+        fs::read_to_string(w.home.join(".codex/config.toml")).expect("host"),
+        "model = \"host\"\n"
+    );
+}
+
+#[test]
+fn readonly_tool_dirs_refuse_writes() {
+    if !available() {
+        return;
+    }
+    let w = World::new(MODES);
+    let o = w.sh("cat ~/.config/nvim/init.lua; echo x >> ~/.config/nvim/init.lua; echo rc=$?");
+    let out = stdout(&o);
+    assert!(out.starts_with("-- host config\n"), "{}", text(&o));
+    assert!(out.contains("rc=1") || out.contains("rc=2"), "{}", text(&o));
+    assert_eq!(
+        fs::read_to_string(w.home.join(".config/nvim/init.lua")).expect("host"),
+        "-- host config\n"
+    );
+}
+
+#[test]
+fn git_readonly_mode_refuses_commits_and_keeps_the_host_identity() {
+    if !available() {
+        return;
+    }
+    let w = World::new("");
+    let o = w.sh(
+        "git config user.name; git config user.email; git log --oneline | wc -l; \
+         echo change >> README; git commit -qam second 2>/dev/null; echo commit=$?",
+    );
+    let out = stdout(&o);
+    assert!(
+        out.starts_with("Host Dev\ndev@work.example\n1\n"),
+        "identity through includeIf: {}",
+        text(&o)
+    );
+    assert!(
+        out.contains("commit=") && !out.contains("commit=0"),
+        "{}",
+        text(&o)
+    );
+    let log = w.host_git(&["log", "--oneline"]);
+    assert_eq!(String::from_utf8_lossy(&log.stdout).lines().count(), 1);
+}
+
+#[test]
+fn git_readwrite_mode_commits() {
+    if !available() {
+        return;
+    }
+    let w = World::new("[tools.git]\nmode = \"readwrite\"\n");
+    let o = w.sh("echo change >> README && git commit -qam second && echo ok");
+    assert_eq!(stdout(&o), "ok\n", "{}", text(&o));
+    let log = w.host_git(&["log", "--format=%an <%ae> %s"]);
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout).lines().next(),
+        Some("Host Dev <dev@work.example> second")
+    );
+}
+
+#[test]
+fn hooks_cannot_be_planted_in_any_mode() {
+    if !available() {
+        return;
+    }
+    for mode in ["readonly", "readwrite", "disabled"] {
+        let w = World::new(&format!("[tools.git]\nmode = \"{mode}\"\n"));
+        let o =
+            w.sh("printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/pre-commit; echo rc=$?");
+        assert!(!stdout(&o).contains("rc=0"), "{mode}: {}", text(&o));
+        assert!(
+            !w.project.join(".git/hooks/pre-commit").exists(),
+            "{mode}: hook on the host"
+        );
+    }
+}
+
+#[test]
+fn program_running_git_config_keys_are_reverted_on_exit() {
+    if !available() {
+        return;
+    }
+    let w = World::new("[tools.git]\nmode = \"readwrite\"\n");
+    let before = fs::read_to_string(w.project.join(".git/config")).expect("config");
+    let o = w.sh("git config alias.x '!touch /tmp/pwned' && git config core.fsmonitor 'touch /tmp/pwned' && git config user.note kept && echo set");
+    assert_eq!(stdout(&o), "set\n", "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("alias.x"),
+        "says which key was reverted: {err}"
+    );
+    assert!(err.contains("core.fsmonitor"), "{err}");
+    let after = w.host_git(&["config", "--local", "--list"]);
+    let after = String::from_utf8_lossy(&after.stdout);
+    assert!(!after.contains("alias.x"), "{after}");
+    assert!(!after.contains("core.fsmonitor"), "{after}");
+    assert!(
+        after.contains("user.note=kept"),
+        "harmless keys stay: {after}"
+    );
+    assert_ne!(before, "", "fixture has a config");
+}
+
+#[test]
+fn zsh_prompt_gets_the_sandbox_marker_after_the_users_zshrc() {
+    if !available() {
+        return;
+    }
+    if !Path::new("/usr/bin/zsh").exists() {
+        eprintln!("skipped: zsh is not installed (apt-get install zsh)");
+        return;
+    }
+    let w = World::new("");
+    fs::create_dir_all(w.home.join(".oh-my-zsh")).expect("oh-my-zsh dir");
+    write(&w.home.join(".zshrc"), "PROMPT='host> '\n");
+    let o = Command::new(AIRLOCK)
+        .args([
+            "run",
+            "--network",
+            "none",
+            "--",
+            "zsh",
+            "-i",
+            "-c",
+            "print -r -- \"$PROMPT\"",
+        ])
+        .current_dir(&w.project)
+        .env_clear()
+        .env("HOME", &w.home)
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("SHELL", "/usr/bin/zsh")
+        .stdin(Stdio::null())
+        .output()
+        .expect("spawn airlock");
+    assert_eq!(stdout(&o), "%F{red}[sandbox]%f host> \n", "{}", text(&o));
+    assert_eq!(
+        fs::read_to_string(w.home.join(".zshrc")).expect("host zshrc"),
+        "PROMPT='host> '\n",
+        "the user's file is untouched"
+    );
+}
