@@ -1,6 +1,7 @@
 //! The host as the catalog sees it: a home, an environment (with `PATH`), and the file system
 //! under them. Tests point it at a fixture home and a fixture `PATH`.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -9,13 +10,24 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 /// A home directory and an environment to detect tools in.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct HostView {
     /// The host home (canonical when it exists).
     pub home: PathBuf,
     /// The host environment: `PATH`, `SHELL`, `XDG_*_HOME`, `CODEX_HOME`, ...
     pub env: BTreeMap<String, String>,
+    /// `PATH` lookups already made: one launch detects each tool several times (plan, shell init),
+    /// and every miss costs one `stat` per `PATH` entry.
+    found: RefCell<BTreeMap<String, Option<PathBuf>>>,
 }
+
+impl PartialEq for HostView {
+    fn eq(&self, other: &Self) -> bool {
+        self.home == other.home && self.env == other.env
+    }
+}
+
+impl Eq for HostView {}
 
 /// What is at a tool path, symlinks followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -48,7 +60,11 @@ impl HostView {
     /// A view of `home` with the given environment.
     pub fn new(home: &Path, env: BTreeMap<String, String>) -> HostView {
         let home = fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
-        HostView { home, env }
+        HostView {
+            home,
+            env,
+            found: RefCell::default(),
+        }
     }
 
     /// A variable that is set and not empty.
@@ -97,6 +113,15 @@ impl HostView {
 
     /// The first executable regular file called `name` in the directories of `PATH`.
     pub fn find_binary(&self, name: &str) -> Option<PathBuf> {
+        if let Some(found) = self.found.borrow().get(name) {
+            return found.clone();
+        }
+        let found = self.search_path(name);
+        self.found.borrow_mut().insert(name.to_owned(), found.clone());
+        found
+    }
+
+    fn search_path(&self, name: &str) -> Option<PathBuf> {
         let path = self.var("PATH")?;
         path.split(':')
             .filter(|dir| !dir.is_empty())
