@@ -117,7 +117,9 @@ impl HostView {
             return found.clone();
         }
         let found = self.search_path(name);
-        self.found.borrow_mut().insert(name.to_owned(), found.clone());
+        self.found
+            .borrow_mut()
+            .insert(name.to_owned(), found.clone());
         found
     }
 
