@@ -114,6 +114,20 @@ pub fn plan(
     network: NetworkMode,
     project: &Path,
 ) -> Contributions {
+    plan_for(catalog, settings, host, network, project, false)
+}
+
+/// [`plan`], or with `dry_run` (`airlock run --print-spec`) the same without touching the host: the
+/// few directories a launch creates first (`.git/hooks` to mount it read-only, an agent's
+/// `sessions/`) are left alone, so their mounts appear only once they exist.
+pub fn plan_for(
+    catalog: &Catalog,
+    settings: &Settings,
+    host: &HostView,
+    network: NetworkMode,
+    project: &Path,
+    dry_run: bool,
+) -> Contributions {
     let mut out = Contributions::default();
     let mut path_prepend: Vec<PathBuf> = Vec::new();
     let mut binaries: Vec<(&str, PathBuf)> = Vec::new();
@@ -123,7 +137,7 @@ pub fn plan(
         if detection.status != Status::Available {
             continue;
         }
-        if tool.prepare_host(host) {
+        if !dry_run && tool.prepare_host(host) {
             detection = detect(tool, host, &config);
         }
         for (decl, state) in &detection.mounts {
@@ -144,7 +158,7 @@ pub fn plan(
             config: &config,
             network,
             project,
-            dry_run: false,
+            dry_run,
         };
         let extras = tool.extras(&ctx);
         out.env.extend(extras.env);

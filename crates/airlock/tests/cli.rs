@@ -394,3 +394,30 @@ fn without_user_namespaces_one_line_says_what_to_enable() {
     );
     assert_eq!(w.sandbox_count(), 0, "nothing half-created");
 }
+
+#[test]
+fn print_spec_writes_nothing_on_the_host() {
+    let w = World::new();
+    fs::create_dir_all(w.home.join(".codex")).expect("codex home");
+    let git = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&w.project)
+        .status();
+    if !git.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: git is not installed");
+        return;
+    }
+    fs::remove_dir_all(w.project.join(".git/hooks")).ok();
+    w.config("[tools.git]\nmode = \"readwrite\"\n");
+    let out = w.run(&["run", "--print-spec"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !w.project.join(".git/hooks").exists(),
+        "no hooks dir created"
+    );
+    assert!(
+        !w.home.join(".codex/sessions").exists(),
+        "no sessions dir created"
+    );
+    assert_eq!(w.sandbox_count(), 0);
+}

@@ -35,7 +35,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let settings = airlock_tools::Settings::from_profile(&loaded.profile, &catalog)?;
     let network = request.network.unwrap_or(loaded.profile.network);
     let view = airlock_tools::HostView::from_env(&facts.home);
-    let mut contrib = airlock_tools::plan(&catalog, &settings, &view, network, &project);
+    let mut contrib = airlock_tools::plan_for(
+        &catalog,
+        &settings,
+        &view,
+        network,
+        &project,
+        args.print_spec,
+    );
     airlock_tools::shell::integrate(&catalog, &settings, &view, &mut contrib);
     for warning in &contrib.warnings {
         eprintln!("airlock: warning: {warning}");
