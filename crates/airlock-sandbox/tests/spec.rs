@@ -645,7 +645,14 @@ fn bridge_mounts_shims_and_gitconfig() {
             .unwrap()
     };
     assert!(index("/run") < index("/run/airlock/bridge"));
-    assert!(index("/run/airlock/bridge") < index("/run/airlock/bridge/run"));
+    // The state dir, socket dir included, is read-only: no sandbox can swap the daemon's socket.
+    assert!(
+        !spec.writable.iter().any(|p| p.starts_with("/run/airlock")),
+        "{:?}",
+        spec.writable
+    );
+    assert!(spec.mounts.iter().any(|op| matches!(op,
+        MountOp::Bind { target, writable: false, .. } if target == Path::new("/run/airlock/bridge"))));
 
     // Not installed: the shims are still there (xdg-open says how to install), nothing else.
     h.bridge.state_dir = None;
@@ -685,6 +692,6 @@ fn bridge_mounts_shims_and_gitconfig() {
     assert!(
         spec.mounts
             .iter()
-            .any(|op| op.target() == Path::new("/run/airlock/bridge/run"))
+            .any(|op| op.target() == Path::new("/run/airlock/bridge"))
     );
 }

@@ -3,11 +3,11 @@
 //! The airlock binary is bound read-only at [`EXE`] and the shim names are symlinks to it in a
 //! read-only directory at [`SHIM_DIR`], first on PATH. The shims are there even when the bridge was
 //! never installed, so `xdg-open` can say how to install it. When it is installed (its token
-//! exists), the state dir is bound read-only at [`STATE_DIR`] and its `run/` (the socket) read-write,
+//! exists), the state dir is bound read-only at [`STATE_DIR`] (the socket in its `run/` included),
 //! and a generated system git config registers the credential shim (`GIT_CONFIG_SYSTEM`; the host's
 //! own git config is never used or touched).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use airlock_config::Profile;
 
@@ -110,16 +110,13 @@ pub(super) fn plan(
     let Some(state_dir) = &host.bridge.state_dir else {
         return out;
     };
+    // Read-only, run/ included: connect() to a socket needs no write access to its mount, and a
+    // writable run/ would let one sandbox unlink the daemon's socket and put its own in its place,
+    // receiving the credential requests of every other sandbox.
     out.ops.push(MountOp::Bind {
         source: state_dir.clone(),
         target: STATE_DIR.into(),
         writable: false,
-    });
-    // connect() on a socket inside a read-only mount fails with EROFS: run/ gets its own bind.
-    out.ops.push(MountOp::Bind {
-        source: state_dir.join("run"),
-        target: PathBuf::from(STATE_DIR).join("run"),
-        writable: true,
     });
     let opted_out = host
         .env
