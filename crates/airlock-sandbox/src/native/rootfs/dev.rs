@@ -1,0 +1,58 @@
+//! The sandbox's minimal /dev.
+
+use std::os::fd::BorrowedFd;
+use std::path::Path;
+
+use super::{SetupError, attach, bind, fail, symlink};
+use crate::native::sys;
+
+/// A minimal /dev: host device nodes bound in (mknod is refused in a user namespace), a private
+/// devpts instance, a tmpfs for shm, and the usual fd symlinks.
+pub(super) fn dev(
+    old: BorrowedFd<'_>,
+    new: BorrowedFd<'_>,
+    target: &Path,
+) -> Result<(), SetupError> {
+    let fs = sys::new_fs(
+        c"tmpfs",
+        &[(c"mode", c"0755")],
+        sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
+    )
+    .map_err(fail("cannot create a tmpfs for", target))?;
+    attach(new, &fs, target, true)?;
+    for node in ["null", "zero", "full", "random", "urandom", "tty"] {
+        bind(
+            old,
+            new,
+            &Path::new("/dev").join(node),
+            &target.join(node),
+            true,
+        )?;
+    }
+    let pts = target.join("pts");
+    let pts_fs = sys::new_fs(
+        c"devpts",
+        &[(c"ptmxmode", c"0666"), (c"mode", c"0620")],
+        sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
+    );
+    // Every devpts mount is a private instance (kernel >= 4.7): the host's ptys are not visible.
+    let pts_fs = pts_fs.map_err(fail("cannot mount a new devpts on", &pts))?;
+    attach(new, &pts_fs, &pts, true)?;
+    symlink(new, Path::new("pts/ptmx"), &target.join("ptmx"))?;
+    let shm = sys::new_fs(
+        c"tmpfs",
+        &[(c"mode", c"1777")],
+        sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+    )
+    .map_err(fail("cannot create a tmpfs for", &target.join("shm")))?;
+    attach(new, &shm, &target.join("shm"), true)?;
+    for (name, to) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        symlink(new, Path::new(to), &target.join(name))?;
+    }
+    Ok(())
+}
