@@ -13,6 +13,17 @@ use std::time::SystemTime;
 
 use super::{StateError, io_err};
 
+/// Opens (creating, 0600) a file that only ever carries a `flock`; refuses a symlink in its place.
+pub(super) fn open_lock_file(path: &Path) -> io::Result<fs::File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
 pub(super) fn write_new_file(path: &Path, contents: &[u8]) -> io::Result<()> {
     let mut file = OpenOptions::new()
         .write(true)

@@ -9,7 +9,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use super::files::{create_private_dir_all, remove_file_if_present};
+use super::files::{create_private_dir_all, open_lock_file, remove_file_if_present};
 use super::{SESSION_FILE_ATTEMPTS, StateError, io_err};
 
 /// Registers this session: `sessions/<pid>`, or `<pid>.<n>` when that name is held (another session
@@ -21,14 +21,7 @@ pub(super) fn create_session_file(sessions: &Path) -> Result<(PathBuf, File), St
             0 => sessions.join(pid.to_string()),
             n => sessions.join(format!("{pid}.{n}")),
         };
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-            .map_err(io_err("create session file", &path))?;
+        let file = open_lock_file(&path).map_err(io_err("create session file", &path))?;
         if !try_flock(&file, libc::LOCK_EX).map_err(io_err("lock", &path))? {
             continue;
         }
@@ -84,14 +77,7 @@ fn still_linked(file: &File, path: &Path) -> bool {
 pub(super) fn open_name_lock(locks_dir: &Path, name: &str) -> Result<(PathBuf, File), StateError> {
     create_private_dir_all(locks_dir)?;
     let path = locks_dir.join(format!("{name}.lock"));
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
-        .map_err(io_err("open lock file", &path))?;
+    let file = open_lock_file(&path).map_err(io_err("open lock file", &path))?;
     Ok((path, file))
 }
 

@@ -4,12 +4,11 @@
 //! Only one overlay may use an upper dir at a time, so the first session of a project takes an
 //! exclusive lease on `overlay.lock`; a later concurrent session gets throwaway uppers instead.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use super::files::{create_private_dir_all, remove_tree};
+use super::files::{create_private_dir_all, open_lock_file, remove_tree};
 use super::locks::try_flock;
 use super::{StateError, io_err};
 use crate::spec::PrepareStep;
@@ -23,14 +22,7 @@ pub struct OverlayLease {
 /// Takes the overlay lease of the sandbox at `state_root`, or None when another session holds it.
 pub fn lease_overlays(state_root: &Path) -> Result<Option<OverlayLease>, StateError> {
     let path = state_root.join("overlay.lock");
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&path)
-        .map_err(io_err("open", &path))?;
+    let file = open_lock_file(&path).map_err(io_err("open", &path))?;
     let got = try_flock(&file, libc::LOCK_EX).map_err(io_err("lock", &path))?;
     Ok(got.then_some(OverlayLease { _file: file }))
 }
