@@ -269,7 +269,6 @@ mod tests {
     use super::*;
     use crate::backend::sbx::create_args;
     use crate::lifecycle::exec_workdir;
-    use crate::store::{LifecycleState, MAPPING_VERSION};
 
     #[test]
     fn every_create_key_reaches_the_sbx_argv() {
@@ -280,29 +279,10 @@ mod tests {
         )
         .expect("valid");
         let m = PaneMapping {
-            version: MAPPING_VERSION,
-            pane_id: "w1:p2".into(),
-            sandbox_name: "herdr-claude-code-0123456789ab".into(),
             workspace_id: None,
-            agent_kind: "claude-code".into(),
-            sbx_agent: "claude".into(),
-            local_path: "/repo".into(),
             workdir: "/repo/sub".into(),
             workspace_mode: WorkspaceMode::Clone,
-            lifecycle_state: LifecycleState::Provisional,
-            created_at: None,
-            updated_at: String::new(),
-            revision: String::new(),
-            source_pane_id: None,
-            replaces_sandbox_names: vec![],
-            deleted_sandbox_names: vec![],
-            last_error: None,
-            setup_script_ran_at: None,
-            last_connected_at: None,
-            adopted_from: None,
-            bridge: None,
-            shells: vec![],
-            deletion: None,
+            ..crate::mapping::sample("w1:p2")
         };
         let agent = config.agent("claude-code").expect("agent");
         let argv = create_args(&create_request(&config, &m, &agent));

@@ -296,34 +296,7 @@ fn parse_mapping(path: &Path, bytes: &[u8]) -> Result<PaneMapping> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    pub(crate) fn sample(pane: &str) -> PaneMapping {
-        PaneMapping {
-            version: MAPPING_VERSION,
-            pane_id: pane.to_owned(),
-            sandbox_name: "herdr-claude-code-0123456789ab".to_owned(),
-            workspace_id: Some("w1".to_owned()),
-            agent_kind: "claude-code".to_owned(),
-            sbx_agent: "claude".to_owned(),
-            local_path: "/repo".to_owned(),
-            workdir: "/repo".to_owned(),
-            workspace_mode: WorkspaceMode::Mount,
-            lifecycle_state: LifecycleState::Provisional,
-            created_at: None,
-            updated_at: String::new(),
-            revision: String::new(),
-            source_pane_id: None,
-            replaces_sandbox_names: vec![],
-            deleted_sandbox_names: vec![],
-            last_error: None,
-            setup_script_ran_at: None,
-            last_connected_at: None,
-            adopted_from: None,
-            bridge: None,
-            shells: vec![],
-            deletion: None,
-        }
-    }
+    use crate::mapping::sample;
 
     #[test]
     fn pane_ids_with_any_bytes_give_safe_distinct_names() {

@@ -5,7 +5,7 @@ use std::ffi::OsString;
 
 use serde::Deserialize;
 
-use super::{Reply, ReplyBody, no_nul, strict};
+use super::{Reply, no_nul, run_for_output, strict};
 use crate::audit::{LONG_FIELD, SHORT_FIELD, clip};
 use crate::commands::{CommandTable, HostCommand, check_invocation};
 use crate::launcher::{self, Invocation};
@@ -47,7 +47,7 @@ pub async fn serve(table: &CommandTable, body: &[u8]) -> Reply {
         Ok(decided) => decided,
         Err(reason) => return Reply::bad_request(reason),
     };
-    let mut fields = vec![
+    let fields = vec![
         ("command", name.to_owned()),
         ("args", clip(&args.join(" "), LONG_FIELD)),
     ];
@@ -56,27 +56,19 @@ pub async fn serve(table: &CommandTable, body: &[u8]) -> Reply {
         Err(e) => return Reply::failed(e.to_string()).with_fields(fields),
     };
     let argv: Vec<OsString> = args.into_iter().map(OsString::from).collect();
-    let result = launcher::run(Invocation {
-        program: &program,
-        args: &argv,
-        env: &[],
-        stdin: None,
-        timeout: command.timeout,
-        output_cap: OUTPUT_CAP,
-        merge_stderr: true,
-    })
-    .await;
-    match result {
-        Ok(done) => {
-            fields.push(("exit", done.exit.to_string()));
-            let output = String::from_utf8_lossy(&done.output).into_owned();
-            Reply::ok(
-                ReplyBody::Json(serde_json::json!({"exit": done.exit, "output": output})),
-                fields,
-            )
-        }
-        Err(e) => Reply::failed(e.to_string()).with_fields(fields),
-    }
+    run_for_output(
+        Invocation {
+            program: &program,
+            args: &argv,
+            env: &[],
+            stdin: None,
+            timeout: command.timeout,
+            output_cap: OUTPUT_CAP,
+            merge_stderr: true,
+        },
+        fields,
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{Reply, ReplyBody, strict};
+use super::{Reply, run_for_output, strict};
 use crate::launcher::{self, Invocation};
 
 /// A first store may raise a host keychain dialog, so this route gets a long budget.
@@ -89,34 +89,26 @@ pub async fn serve(body: &[u8]) -> Reply {
         Ok(decided) => decided,
         Err(reason) => return Reply::bad_request(reason),
     };
-    let mut fields = vec![("op", op.name().to_owned())];
+    let fields = vec![("op", op.name().to_owned())];
     let git = match launcher::find("git") {
         Ok(git) => git,
         Err(e) => return Reply::failed(e.to_string()).with_fields(fields),
     };
     let args = ["credential".into(), op.git_verb().into()];
-    let result = launcher::run(Invocation {
-        program: &git,
-        args: &args,
-        // The daemon has no terminal: git must never wait for one.
-        env: &[("GIT_TERMINAL_PROMPT", "0")],
-        stdin: Some(input.as_bytes()),
-        timeout: TIMEOUT,
-        output_cap: OUTPUT_CAP,
-        merge_stderr: false,
-    })
-    .await;
-    match result {
-        Ok(done) => {
-            fields.push(("exit", done.exit.to_string()));
-            let output = String::from_utf8_lossy(&done.output).into_owned();
-            Reply::ok(
-                ReplyBody::Json(serde_json::json!({"exit": done.exit, "output": output})),
-                fields,
-            )
-        }
-        Err(e) => Reply::failed(e.to_string()).with_fields(fields),
-    }
+    run_for_output(
+        Invocation {
+            program: &git,
+            args: &args,
+            // The daemon has no terminal: git must never wait for one.
+            env: &[("GIT_TERMINAL_PROMPT", "0")],
+            stdin: Some(input.as_bytes()),
+            timeout: TIMEOUT,
+            output_cap: OUTPUT_CAP,
+            merge_stderr: false,
+        },
+        fields,
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use hyper::StatusCode;
 use serde::de::DeserializeOwned;
 
 use crate::audit::Outcome;
+use crate::launcher::{self, Invocation};
 use crate::rate::Bucket;
 
 pub mod command;
@@ -141,6 +142,25 @@ impl Reply {
     pub fn with_fields(mut self, fields: Vec<(&'static str, String)>) -> Reply {
         self.fields = fields;
         self
+    }
+}
+
+/// Runs a host program to completion and answers `{"exit","output"}` (output as lossy UTF-8),
+/// adding the exit code to the audit `fields`; a program that cannot be run is 502.
+pub(crate) async fn run_for_output(
+    invocation: Invocation<'_>,
+    mut fields: Vec<(&'static str, String)>,
+) -> Reply {
+    match launcher::run(invocation).await {
+        Ok(done) => {
+            fields.push(("exit", done.exit.to_string()));
+            let output = String::from_utf8_lossy(&done.output).into_owned();
+            Reply::ok(
+                ReplyBody::Json(serde_json::json!({"exit": done.exit, "output": output})),
+                fields,
+            )
+        }
+        Err(e) => Reply::failed(e.to_string()).with_fields(fields),
     }
 }
 

@@ -2,7 +2,7 @@
 //! airlock binary, a `bin/` with the fakes, their state files, and helpers to run actions.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -45,6 +45,15 @@ impl Run {
 
     pub fn kind(&self) -> &str {
         self.result["errorKind"].as_str().unwrap_or("")
+    }
+
+    /// Refused as a conflict whose message mentions `why`.
+    pub fn refused_as_conflict(&self, why: &str) -> bool {
+        !self.ok()
+            && self.kind() == "conflict"
+            && self.result["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(why))
     }
 
     /// An error string describing this run, for failed checks.
@@ -171,6 +180,28 @@ impl World {
         Run::from(c.output().expect("airlock runs"))
     }
 
+    /// Runs action `name` on `pane`, answering any confirmation popup with DELETE.
+    pub fn confirmed_action(&self, name: &str, pane: &str) -> Run {
+        self.action_with(
+            name,
+            Some(&self.ctx_pane(pane).to_string()),
+            &[("FAKE_HERDR_POPUP_INPUT", "DELETE\n")],
+        )
+    }
+
+    /// Starts action `name` on `pane` in the background, answering its popup with `popup_input`;
+    /// stdout is piped so the finished child becomes a [`Run`].
+    pub fn spawn_action(&self, name: &str, pane: &str, popup_input: &str) -> Result<Child, String> {
+        self.command(&self.plugin_root.join("bin/airlock"))
+            .args(["herdr", "action", name])
+            .current_dir(&self.plugin_root)
+            .env("HERDR_PLUGIN_CONTEXT_JSON", self.ctx_pane(pane).to_string())
+            .env("FAKE_HERDR_POPUP_INPUT", popup_input)
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| e.to_string())
+    }
+
     pub fn airlock(&self, args: &[&str], extra: &[(&str, &str)]) -> Run {
         let mut c = self.command(&self.plugin_root.join("bin/airlock"));
         c.args(args).current_dir(&self.plugin_root);
@@ -196,6 +227,11 @@ impl World {
     /// Reads and changes the fake herdr's state (under its lock).
     pub fn herdr_state<T>(&self, f: impl FnOnce(&mut Value) -> T) -> T {
         with_file(&self.state_file("FAKE_HERDR_STATE"), f)
+    }
+
+    /// herdr forgets `pane`, as after a restart.
+    pub fn remove_pane(&self, pane: &str) {
+        self.herdr_state(|s| s["panes"].as_object_mut().map(|p| p.remove(pane)));
     }
 
     pub fn sbx_state<T>(&self, f: impl FnOnce(&mut Value) -> T) -> T {

@@ -164,7 +164,7 @@ pub fn unreadable_ls_is_never_gone() -> Outcome {
     let repo = w.git_repo("repo");
     let (mut pane, name) = w.start_agent(&repo)?;
     for format in ["garbage", "unnamed"] {
-        w.herdr_state(|s| s["panes"].as_object_mut().map(|p| p.remove(&pane)));
+        w.remove_pane(&pane);
         w.set("FAKE_SBX_LS_FORMAT", format);
         let list = w.action("list-sandboxes", json!({}));
         check!(
@@ -228,17 +228,9 @@ pub fn mapping_changed_during_popup() -> Outcome {
             pane
         ),
     );
-    let run = w.action_with(
-        "forget-mapping",
-        Some(&w.ctx_pane(&pane).to_string()),
-        &[("FAKE_HERDR_POPUP_INPUT", "DELETE\n")],
-    );
+    let run = w.confirmed_action("forget-mapping", &pane);
     check!(
-        !run.ok()
-            && run.kind() == "conflict"
-            && run.result["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("changed while the confirmation popup")),
+        run.refused_as_conflict("changed while the confirmation popup"),
         "{}",
         run.show()
     );
@@ -254,30 +246,15 @@ pub fn no_session_during_a_deletion() -> Outcome {
     let repo = w.git_repo("repo");
     let (pane, name) = w.start_agent(&repo)?;
     w.set("FAKE_SBX_DELAY_MS", "rm=2000");
-    let mut forget = w.command(&w.plugin_root.join("bin/airlock"));
-    forget
-        .args(["herdr", "action", "forget-mapping"])
-        .current_dir(&w.plugin_root)
-        .env("HERDR_PLUGIN_CONTEXT_JSON", w.ctx_pane(&pane).to_string())
-        .env("FAKE_HERDR_POPUP_INPUT", "DELETE\n")
-        .stdout(std::process::Stdio::piped());
-    let child = forget.spawn().map_err(|e| e.to_string())?;
+    let child = w.spawn_action("forget-mapping", &pane, "DELETE\n")?;
     w.wait_for("the deletion claim", || {
         w.mapping(&pane)
             .is_some_and(|m| m["deletion"]["pid"].is_u64())
     })?;
     for action in ["reconnect", "open-shell", "replace-sandbox"] {
-        let run = w.action_with(
-            action,
-            Some(&w.ctx_pane(&pane).to_string()),
-            &[("FAKE_HERDR_POPUP_INPUT", "DELETE\n")],
-        );
+        let run = w.confirmed_action(action, &pane);
         check!(
-            !run.ok()
-                && run.kind() == "conflict"
-                && run.result["message"]
-                    .as_str()
-                    .is_some_and(|m| m.contains("deleting")),
+            run.refused_as_conflict("deleting"),
             "{action}: {}",
             run.show()
         );
@@ -316,7 +293,7 @@ pub fn failures_after_delete_are_reported() -> Outcome {
     let mut w = World::new();
     let repo = w.git_repo("repo");
     let (pane, name) = w.start_agent(&repo)?;
-    w.herdr_state(|s| s["panes"].as_object_mut().map(|p| p.remove(&pane)));
+    w.remove_pane(&pane);
     w.set(
         "FAKE_SBX_FAIL",
         "rm=Error: remove /var/lib/sbx/x: permission denied",
@@ -366,15 +343,8 @@ pub fn popup_closed_without_an_answer() -> Outcome {
     let repo = w.git_repo("repo");
     let (pane, name) = w.start_agent(&repo)?;
     w.set("HERDR_SBX_CONFIRMATION_TIMEOUT_MS", "120000");
-    let mut forget = w.command(&w.plugin_root.join("bin/airlock"));
-    forget
-        .args(["herdr", "action", "forget-mapping"])
-        .current_dir(&w.plugin_root)
-        .env("HERDR_PLUGIN_CONTEXT_JSON", w.ctx_pane(&pane).to_string())
-        .env("FAKE_HERDR_POPUP_INPUT", "__hold__")
-        .stdout(std::process::Stdio::piped());
     let started = std::time::Instant::now();
-    let child = forget.spawn().map_err(|e| e.to_string())?;
+    let child = w.spawn_action("forget-mapping", &pane, "__hold__")?;
     let confirmations = w.state_dir.join("confirmations");
     let popup_file = || {
         std::fs::read_dir(&confirmations)

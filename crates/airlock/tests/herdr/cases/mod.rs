@@ -6,6 +6,7 @@ pub mod flow;
 pub mod git;
 pub mod locks;
 pub mod misc;
+pub mod recovery;
 
 use crate::world::Outcome;
 
@@ -23,7 +24,7 @@ pub const CASES: &[Case] = &[
     ),
     (
         "guards_refuse_deletion_while_a_shell_is_attached",
-        flow::deletion_and_stop_refused_while_a_shell_is_attached,
+        recovery::deletion_and_stop_refused_while_a_shell_is_attached,
     ),
     (
         "flow_without_a_focused_pane_opens_a_tab",
@@ -43,11 +44,11 @@ pub const CASES: &[Case] = &[
     ),
     (
         "flow_adopts_a_mapping_whose_pane_is_gone",
-        flow::adopts_a_mapping_whose_pane_is_gone,
+        recovery::adopts_a_mapping_whose_pane_is_gone,
     ),
     (
         "flow_swallowed_command_moves_to_a_fresh_pane",
-        flow::swallowed_command_moves_to_a_fresh_pane,
+        recovery::swallowed_command_moves_to_a_fresh_pane,
     ),
     (
         "flow_custom_agent_setup_once_and_report_agent",
@@ -63,7 +64,7 @@ pub const CASES: &[Case] = &[
     ),
     (
         "guards_refuse_while_agent_or_bridge_runs",
-        flow::guards_refuse_while_agent_or_bridge_runs,
+        recovery::guards_refuse_while_agent_or_bridge_runs,
     ),
     (
         "deletion_popup_cancelled_and_timed_out",
