@@ -104,6 +104,22 @@ impl HerdrCli {
             .or_else(|| json.get(key))
     }
 
+    /// The non-empty `pane_id` of the pane object under `key` in a `command`'s answer.
+    fn new_pane_id(json: &Value, key: &str, command: &str) -> Result<String> {
+        Self::result(json, key)
+            .and_then(|p| p.get("pane_id"))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                PluginError::new(
+                    ErrorKind::Unknown,
+                    format!("{command} did not return a pane id."),
+                )
+                .with_output(json.to_string())
+            })
+    }
+
     /// Splits `pane` and returns the new pane id (the CLI needs an explicit pane).
     pub fn split_pane(
         &self,
@@ -124,18 +140,7 @@ impl HerdrCli {
         }
         args.push(if focus { "--focus" } else { "--no-focus" });
         let json = self.run(&args, "splitting the pane")?;
-        Self::result(&json, "pane")
-            .and_then(|p| p.get("pane_id"))
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-            .ok_or_else(|| {
-                PluginError::new(
-                    ErrorKind::Unknown,
-                    "herdr pane split did not return a pane id.",
-                )
-                .with_output(json.to_string())
-            })
+        Self::new_pane_id(&json, "pane", "herdr pane split")
     }
 
     /// A pane next to `source` (a split), or a new tab in `workspace` when there is no source pane.
@@ -171,18 +176,7 @@ impl HerdrCli {
         }
         args.push("--focus");
         let json = self.run(&args, "creating a tab")?;
-        Self::result(&json, "root_pane")
-            .and_then(|p| p.get("pane_id"))
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-            .ok_or_else(|| {
-                PluginError::new(
-                    ErrorKind::Unknown,
-                    "herdr tab create did not return a pane id.",
-                )
-                .with_output(json.to_string())
-            })
+        Self::new_pane_id(&json, "root_pane", "herdr tab create")
     }
 
     /// The pane, or `None` when herdr does not know it.

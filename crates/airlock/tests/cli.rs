@@ -1,58 +1,38 @@
 //! The CLI as a user meets it: the real binary in a temp HOME, its output, exit codes and state.
 
+mod common;
+
 use std::fs;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::ops::Deref;
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
+use common::{AIRLOCK, TestHome, stderr, stdout};
 
-/// A temp HOME with a project directory in it.
-struct World {
-    _dir: tempfile::TempDir,
-    home: PathBuf,
-    project: PathBuf,
+/// A temp HOME with a project directory in it (`~/code/app`).
+struct World(TestHome);
+
+impl Deref for World {
+    type Target = TestHome;
+    fn deref(&self) -> &TestHome {
+        &self.0
+    }
 }
 
 impl World {
     fn new() -> World {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = fs::canonicalize(dir.path()).expect("canonical tempdir");
-        let home = root.join("home");
-        let project = home.join("code").join("app");
-        fs::create_dir_all(&project).expect("project dir");
-        World {
-            _dir: dir,
-            home,
-            project,
-        }
+        World(TestHome::new("home/code/app"))
     }
 
     fn airlock(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(AIRLOCK);
-        cmd.args(args)
-            .current_dir(&self.project)
-            .env_clear()
-            .env("HOME", &self.home)
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("SHELL", "/bin/sh")
-            .stdin(Stdio::null());
+        let mut cmd = self.0.airlock(args);
+        cmd.env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("SHELL", "/bin/sh");
         cmd
     }
 
     fn run(&self, args: &[&str]) -> Output {
         self.airlock(args).output().expect("spawn airlock")
-    }
-
-    fn config(&self, text: &str) -> PathBuf {
-        let path = self.home.join(".config/airlock/config.toml");
-        fs::create_dir_all(path.parent().expect("parent")).expect("config dir");
-        fs::write(&path, text).expect("write config");
-        path
-    }
-
-    fn sandboxes(&self) -> PathBuf {
-        self.home.join(".local/share/airlock/sandboxes")
     }
 
     fn sandbox_count(&self) -> usize {
@@ -62,25 +42,8 @@ impl World {
     }
 }
 
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// True when the native sandbox starts on this machine; says why when not.
 fn sandbox_available() -> bool {
-    let w = World::new();
-    let ok = w
-        .run(&["run", "--network", "none", "--", "true"])
-        .status
-        .success();
-    if !ok {
-        eprintln!("skipped: the native sandbox cannot start here (see `airlock doctor`)");
-    }
-    ok
+    common::sandbox_starts()
 }
 
 #[test]

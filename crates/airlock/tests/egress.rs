@@ -1,56 +1,48 @@
 //! `--network proxy` end to end: the real binary, a real sandbox, curl inside, servers on the host's
 //! loopback. Names like `allowed.test` reach those servers through the `[network] resolve` map.
 
+mod common;
+
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
+use common::{TestHome, report as out};
 
-struct World {
-    _dir: tempfile::TempDir,
-    home: PathBuf,
-    project: PathBuf,
+/// A temp HOME whose global config is the given text, and a project outside the home.
+struct World(TestHome);
+
+impl Deref for World {
+    type Target = TestHome;
+    fn deref(&self) -> &TestHome {
+        &self.0
+    }
 }
 
 impl World {
     fn new(network_config: &str) -> World {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = fs::canonicalize(dir.path()).expect("canonical");
-        let home = root.join("home");
-        let project = root.join("work").join("app");
-        fs::create_dir_all(&project).expect("project");
-        let config = home.join(".config/airlock/config.toml");
-        fs::create_dir_all(config.parent().expect("parent")).expect("config dir");
-        fs::write(&config, network_config).expect("config");
-        World {
-            _dir: dir,
-            home,
-            project,
-        }
+        let w = World(TestHome::new("work/app"));
+        w.config(network_config);
+        w
     }
 
     /// Runs `sh -c script` in the sandbox (default network mode: proxy).
     fn sh(&self, extra: &[&str], script: &str) -> Output {
-        Command::new(AIRLOCK)
-            .arg("run")
-            .args(extra)
-            .args(["--", "sh", "-c", script])
-            .current_dir(&self.project)
-            .env_clear()
-            .env("HOME", &self.home)
+        let mut args = vec!["run"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "sh", "-c", script]);
+        self.airlock(&args)
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .stdin(Stdio::null())
             .output()
             .expect("spawn airlock")
     }
 
     fn log(&self) -> Vec<serde_json::Value> {
-        let dir = self.home.join(".local/share/airlock/sandboxes");
-        let Some(sandbox) = fs::read_dir(&dir)
+        let Some(sandbox) = fs::read_dir(self.sandboxes())
             .ok()
             .and_then(|mut d| d.next())
             .and_then(Result::ok)
@@ -63,15 +55,6 @@ impl World {
             .map(|l| serde_json::from_str(l).expect("log line is JSON"))
             .collect()
     }
-}
-
-fn out(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// A tiny HTTP/1.1 server on 127.0.0.1 answering every request with `body`.
@@ -98,16 +81,7 @@ fn http_server(body: &'static str) -> u16 {
 
 /// Whether the native sandbox starts here and curl exists; says why when not.
 fn sandbox_available() -> bool {
-    let w = World::new("");
-    let ok = Command::new(AIRLOCK)
-        .args(["run", "--network", "none", "--", "true"])
-        .env("HOME", &w.home)
-        .current_dir(&w.project)
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !ok {
-        eprintln!("skipped: the native sandbox cannot start here");
+    if !common::sandbox_starts() {
         return false;
     }
     if !Path::new("/usr/bin/curl").exists() {

@@ -1,44 +1,37 @@
 //! `airlock logs network` as a user runs it: the real binary, a temp HOME, a decision log on disk.
 
+mod common;
+
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
+use common::{TestHome, stderr, stdout};
 
 const ALLOWED: &str = r#"{"time":"2026-11-29T18:22:35.002Z","host":"api.github.com","port":443,"method":"CONNECT","decision":"allowed","rule":"github.com","bytes_up":1234,"bytes_down":49152,"duration_ms":312}"#;
 const DENIED: &str = r#"{"time":"2026-11-29T18:22:34.123Z","host":"example.org","port":443,"method":"CONNECT","decision":"denied","bytes_up":0,"bytes_down":0,"duration_ms":0,"reason":"no rule allows it"}"#;
 const ERROR: &str = r#"{"time":"2026-11-29T18:22:36.000Z","host":"","port":0,"method":"BREW","decision":"error","bytes_up":0,"bytes_down":0,"duration_ms":1,"reason":"method not accepted"}"#;
 
-struct World {
-    _dir: tempfile::TempDir,
-    home: PathBuf,
-    project: PathBuf,
+/// A temp HOME with a project directory in it (`~/code/app`).
+struct World(TestHome);
+
+impl Deref for World {
+    type Target = TestHome;
+    fn deref(&self) -> &TestHome {
+        &self.0
+    }
 }
 
 impl World {
     fn new() -> World {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = fs::canonicalize(dir.path()).expect("canonical");
-        let home = root.join("home");
-        let project = home.join("code").join("app");
-        fs::create_dir_all(&project).expect("project");
-        World {
-            _dir: dir,
-            home,
-            project,
-        }
+        World(TestHome::new("home/code/app"))
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(AIRLOCK);
-        cmd.args(args)
-            .current_dir(&self.project)
-            .env_clear()
-            .env("HOME", &self.home)
-            .env("PATH", "/usr/bin:/bin")
-            .stdin(Stdio::null());
+        let mut cmd = self.0.airlock(args);
+        cmd.env("PATH", "/usr/bin:/bin");
         cmd
     }
 
@@ -48,27 +41,13 @@ impl World {
 
     /// Writes `lines` as the decision log of sandbox `name` and returns the log's path.
     fn log(&self, name: &str, lines: &[&str]) -> PathBuf {
-        let path = self
-            .home
-            .join(".local/share/airlock/sandboxes")
-            .join(name)
-            .join("logs/network.jsonl");
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(
+        let path = self.sandboxes().join(name).join("logs/network.jsonl");
+        common::write(
             &path,
-            lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
-        )
-        .unwrap();
+            &lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
+        );
         path
     }
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn project_sandbox(project: &Path) -> String {

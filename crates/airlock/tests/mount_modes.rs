@@ -1,27 +1,30 @@
 //! Tool mount modes and the git tool, end to end: the real binary, a real sandbox, a temp HOME whose
 //! tool directories the catalog detects, and checks made on the host afterwards.
 
+mod common;
+
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::ops::Deref;
+use std::path::Path;
+use std::process::{Command, Output};
 
-const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
+use common::{TestHome, report as text, stdout, write};
 
-struct World {
-    _dir: tempfile::TempDir,
-    home: PathBuf,
-    project: PathBuf,
+/// A HOME with claude, codex and nvim directories, a git identity split over an includeIf file,
+/// and a git project at ~/code/app.
+struct World(TestHome);
+
+impl Deref for World {
+    type Target = TestHome;
+    fn deref(&self) -> &TestHome {
+        &self.0
+    }
 }
 
 impl World {
-    /// A HOME with claude, codex and nvim directories, a git identity split over an includeIf file,
-    /// and a git project at ~/code/app.
     fn new(config: &str) -> World {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = fs::canonicalize(dir.path()).expect("canonical");
-        let home = root.join("home");
-        let project = home.join("code").join("app");
-        fs::create_dir_all(&project).expect("project");
+        let w = World(TestHome::new("home/code/app"));
+        let home = &w.home;
         write(&home.join(".claude/settings.json"), "{\"host\": true}\n");
         write(&home.join(".codex/config.toml"), "model = \"host\"\n");
         write(&home.join(".config/nvim/init.lua"), "-- host config\n");
@@ -33,12 +36,7 @@ impl World {
             &home.join(".gitconfig-work"),
             "[user]\n\temail = dev@work.example\n",
         );
-        write(&home.join(".config/airlock/config.toml"), config);
-        let w = World {
-            _dir: dir,
-            home,
-            project,
-        };
+        w.config(config);
         w.host_git(&["init", "-q", "-b", "main"]);
         write(&w.project.join("README"), "hello\n");
         w.host_git(&["add", "README"]);
@@ -59,36 +57,21 @@ impl World {
         out
     }
 
-    fn sh(&self, script: &str) -> Output {
-        Command::new(AIRLOCK)
-            .args(["run", "--network", "none", "--", "sh", "-c", script])
-            .current_dir(&self.project)
-            .env_clear()
-            .env("HOME", &self.home)
+    /// airlock with `args` and the environment every case here uses.
+    fn airlock_with(&self, args: &[&str], shell: &str) -> Output {
+        self.airlock(args)
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("SHELL", "/bin/sh")
-            .stdin(Stdio::null())
+            .env("SHELL", shell)
             .output()
             .expect("spawn airlock")
     }
-}
 
-fn write(path: &Path, text: &str) {
-    fs::create_dir_all(path.parent().expect("parent")).expect("dirs");
-    fs::write(path, text).expect("write");
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    fn sh(&self, script: &str) -> Output {
+        self.airlock_with(
+            &["run", "--network", "none", "--", "sh", "-c", script],
+            "/bin/sh",
+        )
+    }
 }
 
 /// Whether the sandbox (with overlayfs) and git are usable here; says why when not.
@@ -265,8 +248,8 @@ fn zsh_prompt_gets_the_sandbox_marker_after_the_users_zshrc() {
     let w = World::new("");
     fs::create_dir_all(w.home.join(".oh-my-zsh")).expect("oh-my-zsh dir");
     write(&w.home.join(".zshrc"), "PROMPT='host> '\n");
-    let o = Command::new(AIRLOCK)
-        .args([
+    let o = w.airlock_with(
+        &[
             "run",
             "--network",
             "none",
@@ -275,15 +258,9 @@ fn zsh_prompt_gets_the_sandbox_marker_after_the_users_zshrc() {
             "-i",
             "-c",
             "print -r -- \"$PROMPT\"",
-        ])
-        .current_dir(&w.project)
-        .env_clear()
-        .env("HOME", &w.home)
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("SHELL", "/usr/bin/zsh")
-        .stdin(Stdio::null())
-        .output()
-        .expect("spawn airlock");
+        ],
+        "/usr/bin/zsh",
+    );
     assert_eq!(stdout(&o), "%F{red}[sandbox]%f host> \n", "{}", text(&o));
     assert_eq!(
         fs::read_to_string(w.home.join(".zshrc")).expect("host zshrc"),

@@ -1,36 +1,34 @@
 //! `airlock tools list|info|check` through the real binary, in a temp HOME with a fixture PATH.
 
+mod common;
+
 use std::fs;
+use std::ops::Deref;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
-const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
+use common::{TestHome, stderr, stdout};
 
 struct World {
-    _dir: tempfile::TempDir,
-    home: PathBuf,
+    base: TestHome,
     bin: PathBuf,
-    project: PathBuf,
+}
+
+impl Deref for World {
+    type Target = TestHome;
+    fn deref(&self) -> &TestHome {
+        &self.base
+    }
 }
 
 impl World {
     /// A home with claude (binary + ~/.claude.json) and codex (binary + ~/.codex/sessions).
     fn new() -> World {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = fs::canonicalize(dir.path()).expect("canonical");
-        let home = root.join("home");
-        let bin = root.join("bin");
-        let project = home.join("code/app");
-        for d in [&home, &bin, &project] {
-            fs::create_dir_all(d).expect("mkdir");
-        }
-        let w = World {
-            _dir: dir,
-            home,
-            bin,
-            project,
-        };
+        let base = TestHome::new("home/code/app");
+        let bin = base.root.join("bin");
+        fs::create_dir_all(&bin).expect("mkdir");
+        let w = World { base, bin };
         w.binary("claude");
         w.binary("codex");
         fs::write(w.home.join(".claude.json"), "{}").expect("claude.json");
@@ -45,30 +43,11 @@ impl World {
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        Command::new(AIRLOCK)
-            .args(args)
-            .current_dir(&self.project)
-            .env_clear()
-            .env("HOME", &self.home)
+        self.airlock(args)
             .env("PATH", &self.bin)
-            .stdin(Stdio::null())
             .output()
             .expect("spawn airlock")
     }
-
-    fn config(&self, text: &str) {
-        let path = self.home.join(".config/airlock/config.toml");
-        fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-        fs::write(path, text).expect("config");
-    }
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
