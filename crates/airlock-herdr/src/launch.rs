@@ -107,6 +107,21 @@ pub fn launch_with_fallback(
 
 /// Moves the mapping of `from` to pane `to`. A mapping `to` still had (herdr reused the id) passes
 /// its sandboxes on, so a later deletion removes them too. `adopted` records `adoptedFrom`.
+/// After a herdr restart the mapped pane is gone: opens a pane next to the focused one (or a tab
+/// in the mapping's workspace), moves the mapping there and returns the new pane id.
+pub fn adopt_into_new_pane(app: &App, herdr: &HerdrCli, m: &PaneMapping) -> Result<String> {
+    let source = app.focused_pane()?.filter(|p| *p != m.pane_id);
+    let workspace = m.workspace_id.clone().or(app.workspace()?);
+    let fresh = herdr.open_pane(
+        source.as_deref(),
+        workspace.as_deref(),
+        Some(&m.workdir),
+        None,
+    )?;
+    move_mapping(app, &m.pane_id, &fresh, Some(&m.pane_id))?;
+    Ok(fresh)
+}
+
 pub fn move_mapping(app: &App, from: &str, to: &str, adopted: Option<&str>) -> Result<PaneMapping> {
     let store = &app.store;
     let _a = store.lock(from)?;

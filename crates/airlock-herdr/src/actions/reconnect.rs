@@ -3,7 +3,7 @@
 
 use crate::app::{App, Outcome};
 use crate::error::Result;
-use crate::launch::{launch_with_fallback, move_mapping};
+use crate::launch::{adopt_into_new_pane, launch_with_fallback};
 use crate::lifecycle;
 
 pub fn run(app: &App) -> Result<Outcome> {
@@ -16,16 +16,7 @@ pub fn run(app: &App) -> Result<Outcome> {
     let mut adopted_from = None;
     let mut target = m.pane_id.clone();
     if pane.is_none() {
-        // After a herdr restart the mapped pane is gone: open one next to the caller and move in.
-        let source = app.focused_pane()?.filter(|p| *p != m.pane_id);
-        let workspace = m.workspace_id.clone().or(app.workspace()?);
-        let fresh = herdr.open_pane(
-            source.as_deref(),
-            workspace.as_deref(),
-            Some(&m.workdir),
-            None,
-        )?;
-        move_mapping(app, &m.pane_id, &fresh, Some(&m.pane_id))?;
+        let fresh = adopt_into_new_pane(app, &herdr, &m)?;
         adopted_from = Some(m.pane_id.clone());
         target = fresh;
     }

@@ -9,7 +9,7 @@ use crate::config::PluginConfig;
 use crate::confirm;
 use crate::error::{ErrorKind, PluginError, Result};
 use crate::herdr::HerdrCli;
-use crate::launch::{launch_with_fallback, move_mapping};
+use crate::launch::{adopt_into_new_pane, launch_with_fallback};
 use crate::lifecycle::{self, Deleted};
 use crate::naming::sandbox_name;
 use crate::store::{LifecycleState, PaneMapping};
@@ -95,15 +95,7 @@ pub fn replace(app: &App) -> Result<Outcome> {
     let mut pane = m.pane_id.clone();
     let mut adopted_from = None;
     if herdr.get_pane(&pane)?.is_none() {
-        let source = app.focused_pane()?.filter(|p| *p != pane);
-        let workspace = m.workspace_id.clone().or(app.workspace()?);
-        let fresh = herdr.open_pane(
-            source.as_deref(),
-            workspace.as_deref(),
-            Some(&m.workdir),
-            None,
-        )?;
-        move_mapping(app, &pane, &fresh, Some(&pane))?;
+        let fresh = adopt_into_new_pane(app, &herdr, &m)?;
         adopted_from = Some(pane);
         pane = fresh;
     }
