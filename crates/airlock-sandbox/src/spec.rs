@@ -132,6 +132,19 @@ pub enum PrepareStep {
 }
 
 impl SandboxSpec {
+    /// Whether an overlay keeps its writes in the state root (so the session needs the lease).
+    pub fn has_persistent_uppers(&self) -> bool {
+        self.mounts.iter().any(|op| {
+            matches!(
+                op,
+                MountOp::Overlay {
+                    upper: Upper::Persistent { .. },
+                    ..
+                }
+            )
+        })
+    }
+
     /// Turns every persistent overlay into a throwaway one: for a session that does not own the
     /// sandbox's overlay layers (another session of the project does). Returns how many changed.
     pub fn demote_persistent_uppers(&mut self) -> usize {

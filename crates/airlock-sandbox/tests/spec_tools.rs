@@ -157,7 +157,9 @@ fn a_second_session_gets_throwaway_uppers() {
         &contrib,
     )
     .expect("spec");
+    assert!(spec.has_persistent_uppers());
     assert_eq!(spec.demote_persistent_uppers(), 1);
+    assert!(!spec.has_persistent_uppers());
     assert!(spec.mounts.iter().all(|op| !matches!(
         op,
         MountOp::Overlay {

@@ -126,16 +126,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
 fn prepare_state(
     spec: &mut airlock_sandbox::SandboxSpec,
 ) -> anyhow::Result<Option<state::OverlayLease>> {
-    let persistent = spec.mounts.iter().any(|op| {
-        matches!(
-            op,
-            airlock_sandbox::MountOp::Overlay {
-                upper: airlock_sandbox::Upper::Persistent { .. },
-                ..
-            }
-        )
-    });
-    let lease = if persistent {
+    let lease = if spec.has_persistent_uppers() {
         let lease = state::lease_overlays(&spec.state_root)?;
         if lease.is_none() {
             let n = spec.demote_persistent_uppers();
