@@ -215,6 +215,53 @@ fn direct_connections_bypassing_the_proxy_fail() {
     );
 }
 
+/// The sandbox's `lo` carries 512 KiB packets (BIG TCP), which is what keeps a download through
+/// the proxy close to a direct one; the host's own `lo` is left as it is.
+#[test]
+fn the_sandbox_loopback_is_tuned_for_big_packets() {
+    if !sandbox_available() {
+        return;
+    }
+    let Some(ip) = ["/usr/sbin/ip", "/sbin/ip", "/bin/ip"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        eprintln!("skipped: no ip binary (apt-get install iproute2)");
+        return;
+    };
+    let gso = |text: &str| -> Option<u32> {
+        let rest = &text[text.find("gso_max_size ")? + "gso_max_size ".len()..];
+        rest.split_whitespace().next()?.parse().ok()
+    };
+    let w = World::new("");
+    let o = w.sh(&[], &format!("{ip} -d link show lo"));
+    assert!(o.status.success(), "{}", out(&o));
+    let inside = gso(&String::from_utf8_lossy(&o.stdout));
+    let host = Command::new(ip)
+        .args(["-d", "link", "show", "lo"])
+        .output()
+        .expect("ip on the host");
+    let host_text = String::from_utf8_lossy(&host.stdout).into_owned();
+    let tso_max = host_text.find("tso_max_size ").and_then(|i| {
+        host_text[i + 13..]
+            .split_whitespace()
+            .next()?
+            .parse::<u32>()
+            .ok()
+    });
+    match tso_max {
+        Some(max) if max > 65536 => assert_eq!(inside, Some(524_280), "{}", out(&o)),
+        _ => eprintln!("skipped: this kernel's lo takes no packets over 64 KiB ({host_text})"),
+    }
+    let o = w.sh(&["--network", "none"], &format!("{ip} -d link show lo"));
+    assert_eq!(
+        gso(&String::from_utf8_lossy(&o.stdout)),
+        Some(65536),
+        "only the proxy mode tunes lo: {}",
+        out(&o)
+    );
+}
+
 #[test]
 fn cli_rules_add_to_the_config() {
     if !sandbox_available() {

@@ -14,7 +14,7 @@ use super::forward::forward;
 use super::head::{Request, Seen, parse_request, read_head};
 use super::reply::Refusal;
 use super::tunnel::{Activity, with_idle_timeout};
-use super::{splice, upstream};
+use super::{relay, upstream};
 
 /// The log record of one connection, sent when it is dropped, so a task cut at shutdown still logs.
 pub(crate) struct Entry {
@@ -135,7 +135,7 @@ async fn tunnel(
             .await?;
         upstream.write_all(leftover).await?;
         entry.up.fetch_add(leftover.len() as u64, Ordering::Relaxed);
-        splice::both_ways(client, &upstream, &entry.up, &entry.down, &activity).await
+        relay::both_ways(client, &upstream, &entry.up, &entry.down, &activity).await
     })
     .await
 }

@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 use super::conn::Entry;
 use super::head::{Forward, Framing};
 use super::tunnel::{Activity, RELAY_BUFFER, Tracked, with_idle_timeout};
-use super::{Ctx, response, splice};
+use super::{Ctx, relay, response};
 
 pub(crate) async fn forward(
     client: &mut TcpStream,
@@ -29,7 +29,7 @@ pub(crate) async fn forward(
         if req.upgrade {
             // After `101 Switching Protocols` both sides speak the new protocol: relay raw bytes.
             upstream.write_all(leftover).await?;
-            return splice::both_ways(client, &upstream, &entry.up, &entry.down, &activity).await;
+            return relay::both_ways(client, &upstream, &entry.up, &entry.down, &activity).await;
         }
         let (client_read, mut client_write) = client.split();
         let (mut upstream_read, mut upstream_write) = upstream.split();

@@ -13,9 +13,9 @@
 mod conn;
 mod forward;
 mod head;
+mod relay;
 mod reply;
 mod response;
-mod splice;
 mod tunnel;
 mod upstream;
 

@@ -1,6 +1,6 @@
 //! The upstream's response to a plain HTTP request: its head is rewritten (hop-by-hop headers out,
 //! `Connection: close` in, so the client never expects to reuse the connection), interim `1xx`
-//! heads are passed on, and the body after the final head is spliced through untouched.
+//! heads are passed on, and the body after the final head is relayed untouched.
 
 use std::io;
 use std::sync::Arc;
@@ -9,13 +9,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 
-use super::splice;
+use super::relay;
 use super::tunnel::Activity;
 
 /// Most header lines accepted in a response head.
 const MAX_RESPONSE_HEADERS: usize = 256;
 
-/// Relays the response: heads rewritten, the rest spliced. An upstream that does not speak HTTP/1.x
+/// Relays the response: heads rewritten, the rest relayed. An upstream that does not speak HTTP/1.x
 /// gets the client a 502.
 pub(crate) async fn relay(
     upstream: &mut ReadHalf<'_>,
@@ -54,7 +54,7 @@ pub(crate) async fn relay(
     }
     client.write_all(&pending).await?;
     down.fetch_add(pending.len() as u64, Ordering::Relaxed);
-    let rest = splice::one_way(upstream.as_ref(), client.as_ref(), down, activity).await?;
+    let rest = relay::one_way(upstream.as_ref(), client.as_ref(), down, activity).await?;
     Ok(rest)
 }
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::time::Instant;
 
-/// Buffer size for a request body and for the relay fallback without splice.
+/// Buffer size for a request body, and the first size of a relay's buffer.
 pub(crate) const RELAY_BUFFER: usize = 64 * 1024;
 
 /// When a byte last moved, in milliseconds since the connection started.

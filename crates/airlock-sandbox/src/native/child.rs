@@ -134,6 +134,10 @@ pub fn main(plan: &ChildPlan, sock: OwnedFd) -> ! {
         die(fd, &format!("cannot bring up the loopback interface: {e}"));
     }
     if plan.network == NetworkMode::Proxy {
+        // Best effort: an older kernel keeps 64 KiB packets, which only costs speed.
+        let _ = net::loopback_big_packets();
+    }
+    if plan.network == NetworkMode::Proxy {
         // The supervisor serves the proxy on this socket: it is reachable from inside this network
         // namespace only, and no forwarder process runs in the sandbox.
         match net::egress_listener(net::EGRESS_PORT) {
