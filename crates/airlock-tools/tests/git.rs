@@ -217,6 +217,24 @@ fn outside_a_repository_only_the_gitconfig_is_generated() {
     assert_eq!(plan.files.len(), 1);
 }
 
+#[test]
+fn a_git_file_is_mounted_read_only_in_every_mode() {
+    // A worktree's `.git` is a file naming its git dir; rewritten from inside, it could point the
+    // host's git at a git dir (and hooks) the sandbox made.
+    let f = Fixture::new();
+    std::os::unix::fs::symlink(real_git(), f.bin.join("git")).unwrap();
+    std::fs::write(
+        f.project.join(".git"),
+        "gitdir: /elsewhere/.git/worktrees/x\n",
+    )
+    .unwrap();
+    for mode in ["readonly", "readwrite", "disabled"] {
+        let plan = plan(&f, &format!("[tools.git]\nmode = \"{mode}\"\n"));
+        let git_file = ro(f.project.join(".git"), false);
+        assert!(plan.mounts.contains(&git_file), "{mode}: {:?}", plan.mounts);
+    }
+}
+
 // ---- the .git/config guard ----
 
 fn set(f: &Fixture, key: &str, value: &str) {
@@ -355,6 +373,7 @@ fn program_keys_are_recognised_by_shape() {
         ("alias.a", "  !x"),
         ("remote.origin.uploadpack", "x"),
         ("protocol.ext.allow", "always"),
+        ("extensions.worktreeconfig", "true"),
     ] {
         assert!(runs_program(key, value), "{key}");
     }

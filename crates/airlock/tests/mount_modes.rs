@@ -211,13 +211,35 @@ fn hooks_cannot_be_planted_in_any_mode() {
 }
 
 #[test]
+fn a_git_file_cannot_be_rewritten_or_moved_away() {
+    if !available() {
+        return;
+    }
+    // A project whose `.git` is a file naming its git dir (as in a worktree or a submodule).
+    let w = World::new("[tools.git]\nmode = \"readwrite\"\n");
+    let real = w.project.with_extension("git");
+    fs::rename(w.project.join(".git"), &real).expect("move the git dir");
+    let pointer = format!("gitdir: {}\n", real.display());
+    write(&w.project.join(".git"), &pointer);
+    let o = w.sh(
+        "printf 'gitdir: /tmp/evil\\n' > .git; echo rc=$?; mv .git moved; echo rc=$?; \
+         rm -f .git; echo rc=$?",
+    );
+    assert!(!stdout(&o).contains("rc=0"), "{}", text(&o));
+    assert_eq!(
+        fs::read_to_string(w.project.join(".git")).expect(".git"),
+        pointer
+    );
+}
+
+#[test]
 fn program_running_git_config_keys_are_reverted_on_exit() {
     if !available() {
         return;
     }
     let w = World::new("[tools.git]\nmode = \"readwrite\"\n");
     let before = fs::read_to_string(w.project.join(".git/config")).expect("config");
-    let o = w.sh("git config alias.x '!touch /tmp/pwned' && git config core.fsmonitor 'touch /tmp/pwned' && git config user.note kept && echo set");
+    let o = w.sh("git config alias.x '!touch /tmp/pwned' && git config core.fsmonitor 'touch /tmp/pwned' && git config extensions.worktreeConfig true && git config user.note kept && echo set");
     assert_eq!(stdout(&o), "set\n", "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -225,9 +247,11 @@ fn program_running_git_config_keys_are_reverted_on_exit() {
         "says which key was reverted: {err}"
     );
     assert!(err.contains("core.fsmonitor"), "{err}");
+    assert!(err.contains("extensions.worktreeconfig"), "{err}");
     let after = w.host_git(&["config", "--local", "--list"]);
     let after = String::from_utf8_lossy(&after.stdout);
     assert!(!after.contains("alias.x"), "{after}");
+    assert!(!after.contains("worktreeconfig"), "{after}");
     assert!(!after.contains("core.fsmonitor"), "{after}");
     assert!(
         after.contains("user.note=kept"),

@@ -49,7 +49,8 @@ pub fn guard_git_config(project: &Path) -> GitConfigGuard {
 }
 
 /// Whether a key (as `git config --list` prints it: section and name lower-cased) with this value
-/// makes git run a program.
+/// makes git run a program, or read more config from a file the sandbox could write
+/// (`include.path`, and `extensions.worktreeConfig`, which turns on `.git/config.worktree`).
 pub fn runs_program(key: &str, value: &str) -> bool {
     let key = key.to_ascii_lowercase();
     let (section, rest) = key.split_once('.').unwrap_or((key.as_str(), ""));
@@ -85,6 +86,7 @@ pub fn runs_program(key: &str, value: &str) -> bool {
         "trailer" => has_sub && matches!(name, "command" | "cmd"),
         "web" => name == "browser",
         "protocol" => has_sub && name == "allow",
+        "extensions" => name == "worktreeconfig",
         _ => false,
     }
 }

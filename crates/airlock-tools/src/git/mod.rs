@@ -115,13 +115,12 @@ impl Tool for Git {
     }
 }
 
-/// `.git`, `.git/hooks` and `.git/config` per mode. A `.git` file (worktree, submodule) is left
-/// as it is: its git dir lies outside the project and is not mounted.
+/// `.git`, `.git/hooks` and `.git/config` per mode. A `.git` file (worktree, submodule) is
+/// mounted read-only onto itself: its git dir lies outside the project and is not mounted, and a
+/// sandbox that could rewrite the file could point the host's git at a git dir of its own making,
+/// hooks included.
 fn repository_mounts(ctx: &ToolContext, mode: &str, extras: &mut Extras) {
     let git_dir = ctx.project.join(".git");
-    if ctx.host.state(&git_dir) != PathState::Dir {
-        return;
-    }
     let readonly = |path: &Path, is_dir: bool| ToolMount {
         tool: "git".into(),
         source: path.to_path_buf(),
@@ -129,6 +128,17 @@ fn repository_mounts(ctx: &ToolContext, mode: &str, extras: &mut Extras) {
         mode: ToolMountMode::Readonly,
         is_dir,
     };
+    match ctx.host.state(&git_dir) {
+        PathState::Dir => {}
+        PathState::File => {
+            // A symlinked `.git` file is left alone: a mount onto a symlink is refused.
+            if std::fs::symlink_metadata(&git_dir).is_ok_and(|m| m.is_file()) {
+                extras.fixed_mounts.push(readonly(&git_dir, false));
+            }
+            return;
+        }
+        _ => return,
+    }
     if mode == "readonly" {
         extras.fixed_mounts.push(readonly(&git_dir, true));
         return;
