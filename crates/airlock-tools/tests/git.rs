@@ -235,6 +235,26 @@ fn a_git_file_is_mounted_read_only_in_every_mode() {
     }
 }
 
+#[test]
+fn config_worktree_is_read_only_where_git_is_writable() {
+    let f = repo();
+    let wt = f.project.join(".git/config.worktree");
+    let mounted = |plan: &Contributions| plan.mounts.contains(&ro(wt.clone(), false));
+    // Not mentioned in .git/config and absent: nothing created, nothing mounted.
+    let p = plan(&f, "[tools.git]\nmode = \"readwrite\"\n");
+    assert!(!wt.exists() && !mounted(&p), "{:?}", p.mounts);
+    // The extension on: an empty file is created and mounted read-only.
+    git(&f.project, &["config", "extensions.worktreeConfig", "true"]);
+    for mode in ["readwrite", "disabled"] {
+        let p = plan(&f, &format!("[tools.git]\nmode = \"{mode}\"\n"));
+        assert!(mounted(&p), "{mode}: {:?}", p.mounts);
+    }
+    assert_eq!(std::fs::read(&wt).unwrap(), b"");
+    // readonly mode has all of .git read-only already.
+    let p = plan(&f, "");
+    assert!(!mounted(&p), "{:?}", p.mounts);
+}
+
 // ---- the .git/config guard ----
 
 fn set(f: &Fixture, key: &str, value: &str) {

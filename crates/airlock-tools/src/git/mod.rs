@@ -170,6 +170,39 @@ fn repository_mounts(ctx: &ToolContext, mode: &str, extras: &mut Extras) {
     if mode == "disabled" && ctx.host.state(&config) == PathState::File {
         extras.fixed_mounts.push(readonly(&config, false));
     }
+    worktree_config_mount(ctx, &config, extras);
+}
+
+/// `.git/config.worktree` read-only where `.git` is writable. git reads it when
+/// `extensions.worktreeConfig` is on, and keys written there (`core.fsmonitor`, ...) would run on
+/// the host like those in `.git/config`, out of the guard's sight. When the file is missing but
+/// `.git/config` mentions the extension at all (a plain text check: no git run at launch), an empty
+/// one is created first, as for hooks; enabling the extension from inside is reverted by the guard.
+fn worktree_config_mount(ctx: &ToolContext, config: &Path, extras: &mut Extras) {
+    let path = config.with_file_name("config.worktree");
+    if !ctx.dry_run && ctx.host.state(&path) == PathState::Missing {
+        let mentioned = std::fs::read(config).is_ok_and(|bytes| {
+            String::from_utf8_lossy(&bytes)
+                .to_ascii_lowercase()
+                .contains("worktreeconfig")
+        });
+        if mentioned && let Err(e) = std::fs::File::create_new(&path) {
+            extras.warnings.push(format!(
+                "tool git: cannot create {} ({e}) to mount it read-only; git config written there \
+                 inside would apply on your host",
+                path.display()
+            ));
+        }
+    }
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+        extras.fixed_mounts.push(ToolMount {
+            tool: "git".into(),
+            source: path.clone(),
+            target: path,
+            mode: ToolMountMode::Readonly,
+            is_dir: false,
+        });
+    }
 }
 
 /// `SSH_AUTH_SOCK`, when it names a socket: the socket itself is bound (not its directory, which
