@@ -255,6 +255,76 @@ fn config_worktree_is_read_only_where_git_is_writable() {
     assert!(!mounted(&p), "{:?}", p.mounts);
 }
 
+#[test]
+fn worktree_links_are_followed_only_when_they_point_back() {
+    use airlock_tools::git::linked::{Repository, repository};
+    let f = repo();
+    git(
+        &f.project,
+        &[
+            "-c",
+            "user.name=T",
+            "-c",
+            "user.email=t@example.com",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "first",
+        ],
+    );
+    let git_dir = std::fs::canonicalize(f.project.join(".git")).unwrap();
+    assert_eq!(
+        repository(&f.project),
+        Repository::Dir(f.project.join(".git"))
+    );
+    let wt = f.project.with_file_name("wt");
+    git(&f.project, &["worktree", "add", "-q", wt.to_str().unwrap()]);
+    assert_eq!(
+        repository(&wt),
+        Repository::Worktree {
+            common: git_dir.clone(),
+            own: git_dir.join("worktrees/wt"),
+        }
+    );
+    // The plan mounts the main repository's git dir, and the `.git` file read-only.
+    let plan = airlock_tools::plan(
+        &airlock_tools::Catalog::builtin().retain(&["git"]),
+        &settings("[tools.git]\nmode = \"readwrite\"\n").unwrap(),
+        &f.host(),
+        NetworkMode::Proxy,
+        &wt,
+    );
+    let rw = ToolMount {
+        mode: Readwrite,
+        ..ro(git_dir.clone(), true)
+    };
+    assert!(plan.mounts.contains(&rw), "{:?}", plan.mounts);
+    assert!(plan.mounts.contains(&ro(git_dir.join("hooks"), true)));
+    assert!(plan.mounts.contains(&ro(wt.join(".git"), false)));
+
+    // A copy of the worktree's `.git` file elsewhere: the repository does not point back to it.
+    let copy = f.project.with_file_name("copy");
+    std::fs::create_dir(&copy).unwrap();
+    std::fs::copy(wt.join(".git"), copy.join(".git")).unwrap();
+    assert!(
+        matches!(repository(&copy), Repository::Unlinked(ref r) if r.contains("does not point back")),
+        "{:?}",
+        repository(&copy)
+    );
+    // A pointer straight at a repository's git dir (no commondir): not a worktree.
+    std::fs::write(
+        copy.join(".git"),
+        format!("gitdir: {}\n", git_dir.display()),
+    )
+    .unwrap();
+    assert!(matches!(repository(&copy), Repository::Unlinked(ref r) if r.contains("commondir")));
+    std::fs::write(copy.join(".git"), "not a link").unwrap();
+    assert!(matches!(repository(&copy), Repository::Unlinked(ref r) if r.contains("gitdir:")));
+    std::fs::remove_file(copy.join(".git")).unwrap();
+    assert_eq!(repository(&copy), Repository::None);
+}
+
 // ---- the .git/config guard ----
 
 fn set(f: &Fixture, key: &str, value: &str) {

@@ -72,6 +72,16 @@ impl World {
             "/bin/sh",
         )
     }
+
+    /// `sh -c script` in a sandbox whose project is `dir`.
+    fn sh_in(&self, dir: &Path, script: &str) -> Output {
+        self.airlock(&["run", "--network", "none", "--", "sh", "-c", script])
+            .current_dir(dir)
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("SHELL", "/bin/sh")
+            .output()
+            .expect("spawn airlock")
+    }
 }
 
 /// Whether the sandbox (with overlayfs) and git are usable here; says why when not.
@@ -229,6 +239,68 @@ fn a_git_file_cannot_be_rewritten_or_moved_away() {
     assert_eq!(
         fs::read_to_string(w.project.join(".git")).expect(".git"),
         pointer
+    );
+}
+
+#[test]
+fn a_linked_worktree_gets_its_repository_with_hooks_read_only() {
+    if !available() {
+        return;
+    }
+    let w = World::new("[tools.git]\nmode = \"readwrite\"\n");
+    let wt = w.project.with_file_name("app-feature");
+    w.host_git(&[
+        "worktree",
+        "add",
+        "-q",
+        "-b",
+        "feature",
+        wt.to_str().unwrap(),
+    ]);
+    let o = w.sh_in(
+        &wt,
+        "echo change >> README && git commit -q -am inside && git log -1 --format=%s; \
+         printf '#!/bin/sh\\n' > \"$(git rev-parse --git-common-dir)/hooks/pre-commit\"; echo rc=$?; \
+         git config core.fsmonitor 'touch /tmp/pwned'",
+    );
+    let out = stdout(&o);
+    assert!(
+        out.starts_with("inside\n"),
+        "commits from the worktree: {}",
+        text(&o)
+    );
+    assert!(!out.contains("rc=0"), "hooks stay read-only: {}", text(&o));
+    assert!(!w.project.join(".git/hooks/pre-commit").exists());
+    // The config guard watches the main repository's config.
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("core.fsmonitor"),
+        "{}",
+        text(&o)
+    );
+    let config = w.host_git(&["config", "--local", "--list"]);
+    assert!(!String::from_utf8_lossy(&config.stdout).contains("fsmonitor"));
+    // The commit is in the main repository, on the worktree's branch.
+    let log = w.host_git(&["log", "-1", "--format=%s", "feature"]);
+    assert_eq!(String::from_utf8_lossy(&log.stdout), "inside\n");
+
+    // A `.git` file pointing at a repository that does not point back is not followed.
+    let other = World::new("");
+    let stranger = w.project.with_file_name("stranger");
+    fs::create_dir_all(&stranger).expect("dir");
+    write(
+        &stranger.join(".git"),
+        &format!("gitdir: {}\n", other.project.join(".git").display()),
+    );
+    let target = other.project.join(".git");
+    let o = w.sh_in(
+        &stranger,
+        &format!("ls -d '{}'; echo rc=$?", target.display()),
+    );
+    assert!(!stdout(&o).contains("rc=0"), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no repository is mounted"),
+        "{}",
+        text(&o)
     );
 }
 

@@ -30,9 +30,12 @@ fn dir_id(path: &Path) -> Option<(u64, u64)> {
     meta.is_dir().then(|| (meta.dev(), meta.ino()))
 }
 
-/// Snapshots `<project>/.git/config` (nothing to guard when there is none or no git).
+/// Snapshots the config of the project's repository: `<project>/.git/config`, or for a linked
+/// worktree the main repository's (nothing to guard when there is none or no git).
 pub fn guard_git_config(project: &Path) -> GitConfigGuard {
-    let git_dir = project.join(".git");
+    let git_dir = super::linked::repository(project)
+        .common_dir()
+        .map_or_else(|| project.join(".git"), Path::to_path_buf);
     let config = git_dir.join("config");
     let git = find_git().unwrap_or_else(|| PathBuf::from("git"));
     let git_dir_id = dir_id(&git_dir);

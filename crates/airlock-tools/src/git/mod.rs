@@ -16,6 +16,7 @@
 
 pub mod guard;
 pub mod identity;
+pub mod linked;
 
 use std::path::Path;
 
@@ -115,12 +116,11 @@ impl Tool for Git {
     }
 }
 
-/// `.git`, `.git/hooks` and `.git/config` per mode. A `.git` file (worktree, submodule) is
-/// mounted read-only onto itself: its git dir lies outside the project and is not mounted, and a
-/// sandbox that could rewrite the file could point the host's git at a git dir of its own making,
-/// hooks included.
+/// `.git`, `.git/hooks` and `.git/config` per mode. For a linked worktree, whose `.git` is a file
+/// naming a git dir in the main repository, that repository's git dir is what is mounted (see
+/// [`linked`]). A `.git` file is mounted read-only onto itself: a sandbox that could rewrite it
+/// could point the host's git at a git dir of its own making, hooks included.
 fn repository_mounts(ctx: &ToolContext, mode: &str, extras: &mut Extras) {
-    let git_dir = ctx.project.join(".git");
     let readonly = |path: &Path, is_dir: bool| ToolMount {
         tool: "git".into(),
         source: path.to_path_buf(),
@@ -128,17 +128,26 @@ fn repository_mounts(ctx: &ToolContext, mode: &str, extras: &mut Extras) {
         mode: ToolMountMode::Readonly,
         is_dir,
     };
-    match ctx.host.state(&git_dir) {
-        PathState::Dir => {}
-        PathState::File => {
-            // A symlinked `.git` file is left alone: a mount onto a symlink is refused.
-            if std::fs::symlink_metadata(&git_dir).is_ok_and(|m| m.is_file()) {
-                extras.fixed_mounts.push(readonly(&git_dir, false));
-            }
+    let repository = linked::repository(ctx.project);
+    if matches!(
+        repository,
+        linked::Repository::Worktree { .. } | linked::Repository::Unlinked(_)
+    ) {
+        extras
+            .fixed_mounts
+            .push(readonly(&ctx.project.join(".git"), false));
+    }
+    let (git_dir, worktree_own) = match repository {
+        linked::Repository::None => return,
+        linked::Repository::Dir(dir) => (dir, None),
+        linked::Repository::Worktree { common, own } => (common, Some(own)),
+        linked::Repository::Unlinked(reason) => {
+            extras.warnings.push(format!(
+                "tool git: {reason}; no repository is mounted, so git inside finds none here"
+            ));
             return;
         }
-        _ => return,
-    }
+    };
     if mode == "readonly" {
         extras.fixed_mounts.push(readonly(&git_dir, true));
         return;
@@ -170,16 +179,19 @@ fn repository_mounts(ctx: &ToolContext, mode: &str, extras: &mut Extras) {
     if mode == "disabled" && ctx.host.state(&config) == PathState::File {
         extras.fixed_mounts.push(readonly(&config, false));
     }
-    worktree_config_mount(ctx, &config, extras);
+    worktree_config_mount(ctx, &config, &git_dir, extras);
+    if let Some(own) = worktree_own {
+        worktree_config_mount(ctx, &config, &own, extras);
+    }
 }
 
-/// `.git/config.worktree` read-only where `.git` is writable. git reads it when
+/// `<dir>/config.worktree` read-only where the git dir is writable. git reads it when
 /// `extensions.worktreeConfig` is on, and keys written there (`core.fsmonitor`, ...) would run on
 /// the host like those in `.git/config`, out of the guard's sight. When the file is missing but
-/// `.git/config` mentions the extension at all (a plain text check: no git run at launch), an empty
-/// one is created first, as for hooks; enabling the extension from inside is reverted by the guard.
-fn worktree_config_mount(ctx: &ToolContext, config: &Path, extras: &mut Extras) {
-    let path = config.with_file_name("config.worktree");
+/// `config` mentions the extension at all (a plain text check: no git run at launch), an empty one
+/// is created first, as for hooks; enabling the extension from inside is reverted by the guard.
+fn worktree_config_mount(ctx: &ToolContext, config: &Path, dir: &Path, extras: &mut Extras) {
+    let path = dir.join("config.worktree");
     if !ctx.dry_run && ctx.host.state(&path) == PathState::Missing {
         let mentioned = std::fs::read(config).is_ok_and(|bytes| {
             String::from_utf8_lossy(&bytes)
