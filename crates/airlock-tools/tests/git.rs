@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use airlock_config::NetworkMode;
 use airlock_sandbox::{Contributions, ToolMount, ToolMountMode::*};
 use fixture::{Fixture, settings};
-use git_support::{git, real_git, repo};
+use git_support::{commit_empty, git, real_git, repo};
 
 fn ro(path: PathBuf, is_dir: bool) -> ToolMount {
     ToolMount {
@@ -227,20 +227,7 @@ fn config_worktree_is_read_only_where_git_is_writable() {
 fn worktree_links_are_followed_only_when_they_point_back() {
     use airlock_tools::git::linked::{Repository, repository};
     let f = repo();
-    git(
-        &f.project,
-        &[
-            "-c",
-            "user.name=T",
-            "-c",
-            "user.email=t@example.com",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "first",
-        ],
-    );
+    commit_empty(&f.project, "first");
     let git_dir = std::fs::canonicalize(f.project.join(".git")).unwrap();
     assert_eq!(
         repository(&f.project),
@@ -291,4 +278,37 @@ fn worktree_links_are_followed_only_when_they_point_back() {
     assert!(matches!(repository(&copy), Repository::Unlinked(ref r) if r.contains("gitdir:")));
     std::fs::remove_file(copy.join(".git")).unwrap();
     assert_eq!(repository(&copy), Repository::None);
+
+    // A submodule: its git dir under the superproject's .git/modules names it as core.worktree.
+    let upstream = f.project.with_file_name("upstream");
+    std::fs::create_dir(&upstream).unwrap();
+    git(&upstream, &["init", "-q"]);
+    commit_empty(&upstream, "u");
+    git(
+        &f.project,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            upstream.to_str().unwrap(),
+            "sub",
+        ],
+    );
+    let sub = f.project.join("sub");
+    assert_eq!(
+        repository(&sub),
+        Repository::Submodule(git_dir.join("modules/sub"))
+    );
+    // Its `.git` file copied elsewhere: core.worktree names the real checkout, not the copy.
+    std::fs::copy(sub.join(".git"), copy.join(".git")).unwrap();
+    let text = std::fs::read_to_string(copy.join(".git")).unwrap();
+    let absolute = text.replace("gitdir: ../.git", &format!("gitdir: {}", git_dir.display()));
+    std::fs::write(copy.join(".git"), absolute).unwrap();
+    assert!(
+        matches!(repository(&copy), Repository::Unlinked(ref r) if r.contains("does not point back")),
+        "{:?}",
+        repository(&copy)
+    );
 }

@@ -243,6 +243,49 @@ fn a_git_file_cannot_be_rewritten_or_moved_away() {
 }
 
 #[test]
+fn a_submodule_gets_its_git_dir() {
+    if !available() {
+        return;
+    }
+    let w = World::new("[tools.git]\nmode = \"readwrite\"\n");
+    let upstream = w.project.with_file_name("upstream");
+    fs::create_dir_all(&upstream).expect("dir");
+    let git_in = |dir: &Path, args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(dir)
+            .env("HOME", &w.home)
+            .output()
+            .expect("host git");
+        assert!(out.status.success(), "git {args:?}: {}", text(&out));
+    };
+    git_in(&upstream, &["init", "-q"]);
+    git_in(
+        &upstream,
+        &["commit", "-q", "--allow-empty", "-m", "upstream"],
+    );
+    let url = upstream.to_str().unwrap();
+    git_in(
+        &w.project,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            url,
+            "sub",
+        ],
+    );
+    let o = w.sh_in(
+        &w.project.join("sub"),
+        "git log -1 --format=%s && git status --porcelain | wc -l",
+    );
+    assert_eq!(stdout(&o), "upstream\n0\n", "{}", text(&o));
+}
+
+#[test]
 fn a_linked_worktree_gets_its_repository_with_hooks_read_only() {
     if !available() {
         return;

@@ -1,11 +1,12 @@
-//! Where a project's repository lives: its own `.git` directory, or, for a linked worktree
-//! (`git worktree add`), the main repository's git dir that its `.git` file names.
+//! Where a project's repository lives: its own `.git` directory, or the git dir its `.git` file
+//! names: the main repository's for a linked worktree (`git worktree add`), the superproject's
+//! `.git/modules/<name>` for a submodule.
 //!
 //! A `.git` file is project content, and the project may come from anyone: taken at its word,
 //! `gitdir: /home/you/other-project/.git` would have airlock mount another repository into the
-//! sandbox. So a linked worktree is only believed when the git dir it names points back: git keeps
-//! `<git dir>/worktrees/<name>/gitdir` holding the path of the worktree's `.git` file, and that
-//! file lives in the main repository, which the project cannot write.
+//! sandbox. So a link is only believed when the git dir it names points back, in a file git keeps
+//! there and the project cannot write: `<repo>/.git/worktrees/<name>/gitdir` holds the path of a
+//! worktree's `.git` file, and a submodule's git dir has `core.worktree` naming its checkout.
 
 use std::path::{Path, PathBuf};
 
@@ -18,6 +19,9 @@ pub enum Repository {
     Dir(PathBuf),
     /// `<project>/.git` is a file naming `own` (`<common>/worktrees/<name>`), verified.
     Worktree { common: PathBuf, own: PathBuf },
+    /// `<project>/.git` is a file naming a submodule's git dir whose `core.worktree` is this
+    /// project, verified.
+    Submodule(PathBuf),
     /// `<project>/.git` is a file that is not a verified worktree link (a submodule, a separate
     /// git dir, or a pointer that does not point back); the reason, for a warning.
     Unlinked(String),
@@ -29,6 +33,7 @@ impl Repository {
         match self {
             Repository::Dir(dir) => Some(dir),
             Repository::Worktree { common, .. } => Some(common),
+            Repository::Submodule(dir) => Some(dir),
             Repository::None | Repository::Unlinked(_) => None,
         }
     }
@@ -44,14 +49,14 @@ pub fn repository(project: &Path) -> Repository {
     if !std::fs::symlink_metadata(&dot_git).is_ok_and(|m| m.is_file()) {
         return Repository::None;
     }
-    match worktree_link(&dot_git) {
-        Ok((common, own)) => Repository::Worktree { common, own },
+    match follow(project, &dot_git) {
+        Ok(repository) => repository,
         Err(reason) => Repository::Unlinked(reason),
     }
 }
 
-/// `(common git dir, the worktree's own git dir)` for a `.git` file of a linked worktree.
-fn worktree_link(dot_git: &Path) -> Result<(PathBuf, PathBuf), String> {
+/// The verified repository a `.git` file names.
+fn follow(project: &Path, dot_git: &Path) -> Result<Repository, String> {
     let base = dot_git.parent().unwrap_or(Path::new("/"));
     let text = read_small(dot_git)?;
     let named = text
@@ -60,13 +65,71 @@ fn worktree_link(dot_git: &Path) -> Result<(PathBuf, PathBuf), String> {
         .filter(|p| !p.is_empty() && !p.contains('\n'))
         .ok_or_else(|| format!("{} does not start with `gitdir: <path>`", dot_git.display()))?;
     let own = canonical(&base.join(named))?;
-    let commondir = own.join("commondir");
-    if !commondir.is_file() {
+    if own.join("commondir").is_file() {
+        let (common, own) = worktree_link(dot_git, own)?;
+        return Ok(Repository::Worktree { common, own });
+    }
+    submodule_link(project, own).map(Repository::Submodule)
+}
+
+/// A submodule's git dir, when its `core.worktree` is `project`.
+fn submodule_link(project: &Path, dir: PathBuf) -> Result<PathBuf, String> {
+    has_repository_layout(&dir)?;
+    let config = read_small_or(&dir.join("config"), 64 * 1024)?;
+    let worktree = core_worktree(&config).ok_or_else(|| {
+        format!(
+            "{} is neither a worktree's nor a submodule's git dir (no commondir, no core.worktree)",
+            dir.display()
+        )
+    })?;
+    if canonical(&dir.join(worktree))? != canonical(project)? {
         return Err(format!(
-            "{} is not a worktree's git dir (no commondir file; a submodule or a separate git dir)",
-            own.display()
+            "the core.worktree of {} does not point back to {}",
+            dir.display(),
+            project.display()
         ));
     }
+    Ok(dir)
+}
+
+/// `core.worktree` from a git config file's text; `None` when absent or not plainly written.
+/// Read by hand rather than with git: a launch does not run git for this, and anything this
+/// simple reader cannot follow (quotes, escapes, includes) means the link is not followed.
+fn core_worktree(config: &str) -> Option<&str> {
+    let mut in_core = false;
+    let mut found = None;
+    for line in config.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_core = line.eq_ignore_ascii_case("[core]");
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if in_core && key.trim().eq_ignore_ascii_case("worktree") {
+            let value = value.trim();
+            if value.is_empty() || value.contains(['"', '\\', ';', '#']) {
+                return None;
+            }
+            found = Some(value);
+        }
+    }
+    found
+}
+
+/// A git dir has `HEAD`, `objects` and `refs`.
+fn has_repository_layout(dir: &Path) -> Result<(), String> {
+    for needed in ["HEAD", "objects", "refs"] {
+        if !dir.join(needed).exists() {
+            return Err(format!("{} has no {needed}", dir.display()));
+        }
+    }
+    Ok(())
+}
+
+/// `(common git dir, the worktree's own git dir)` for a `.git` file of a linked worktree.
+fn worktree_link(dot_git: &Path, own: PathBuf) -> Result<(PathBuf, PathBuf), String> {
+    let commondir = own.join("commondir");
     let common = canonical(&own.join(read_small(&commondir)?.trim()))?;
     if own.parent() != Some(common.join("worktrees").as_path()) {
         return Err(format!(
@@ -75,11 +138,7 @@ fn worktree_link(dot_git: &Path) -> Result<(PathBuf, PathBuf), String> {
             common.display()
         ));
     }
-    for needed in ["HEAD", "objects", "refs"] {
-        if !common.join(needed).exists() {
-            return Err(format!("{} has no {needed}", common.display()));
-        }
-    }
+    has_repository_layout(&common)?;
     let back = read_small(&own.join("gitdir"))?;
     let back = canonical(&own.join(back.trim()));
     if back.as_deref().ok() != Some(canonical(dot_git)?.as_path()) {
@@ -94,8 +153,12 @@ fn worktree_link(dot_git: &Path) -> Result<(PathBuf, PathBuf), String> {
 
 /// A small text file (a `.git` file, `commondir`, `gitdir`): at most 4 KiB.
 fn read_small(path: &Path) -> Result<String, String> {
+    read_small_or(path, 4096)
+}
+
+fn read_small_or(path: &Path, limit: usize) -> Result<String, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if bytes.len() > 4096 {
+    if bytes.len() > limit {
         return Err(format!("{} is too large to be a git link", path.display()));
     }
     String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8", path.display()))
@@ -103,4 +166,21 @@ fn read_small(path: &Path) -> Result<String, String> {
 
 fn canonical(path: &Path) -> Result<PathBuf, String> {
     std::fs::canonicalize(path).map_err(|e| format!("cannot resolve {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::core_worktree;
+
+    #[test]
+    fn core_worktree_is_read_only_when_plainly_written() {
+        assert_eq!(
+            core_worktree("[core]\n\trepositoryformatversion = 0\n\tworktree = ../../../sub\n"),
+            Some("../../../sub")
+        );
+        assert_eq!(core_worktree("[Core]\nWorkTree = /a/b\n"), Some("/a/b"));
+        assert_eq!(core_worktree("[remote \"o\"]\n\tworktree = /x\n"), None);
+        assert_eq!(core_worktree("[core]\n\tworktree = \"/a b\"\n"), None);
+        assert_eq!(core_worktree("[core]\n\tbare = false\n"), None);
+    }
 }

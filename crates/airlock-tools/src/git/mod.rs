@@ -116,9 +116,9 @@ impl Tool for Git {
     }
 }
 
-/// `.git`, `.git/hooks` and `.git/config` per mode. For a linked worktree, whose `.git` is a file
-/// naming a git dir in the main repository, that repository's git dir is what is mounted (see
-/// [`linked`]). A `.git` file is mounted read-only onto itself: a sandbox that could rewrite it
+/// `.git`, `.git/hooks` and `.git/config` per mode. For a linked worktree or a submodule, whose
+/// `.git` is a file, the git dir it names is what is mounted: the main repository's, or the
+/// submodule's under the superproject's `.git/modules` (see [`linked`]). A `.git` file is mounted read-only onto itself: a sandbox that could rewrite it
 /// could point the host's git at a git dir of its own making, hooks included.
 fn repository_mounts(ctx: &ToolContext, mode: &str, extras: &mut Extras) {
     let readonly = |path: &Path, is_dir: bool| ToolMount {
@@ -129,9 +129,9 @@ fn repository_mounts(ctx: &ToolContext, mode: &str, extras: &mut Extras) {
         is_dir,
     };
     let repository = linked::repository(ctx.project);
-    if matches!(
+    if !matches!(
         repository,
-        linked::Repository::Worktree { .. } | linked::Repository::Unlinked(_)
+        linked::Repository::None | linked::Repository::Dir(_)
     ) {
         extras
             .fixed_mounts
@@ -141,6 +141,7 @@ fn repository_mounts(ctx: &ToolContext, mode: &str, extras: &mut Extras) {
         linked::Repository::None => return,
         linked::Repository::Dir(dir) => (dir, None),
         linked::Repository::Worktree { common, own } => (common, Some(own)),
+        linked::Repository::Submodule(dir) => (dir, None),
         linked::Repository::Unlinked(reason) => {
             extras.warnings.push(format!(
                 "tool git: {reason}; no repository is mounted, so git inside finds none here"

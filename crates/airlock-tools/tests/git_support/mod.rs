@@ -36,3 +36,15 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// An empty commit in the repository at `dir`, under a throwaway identity.
+#[allow(dead_code)] // tests/git.rs uses it, tests/git_guard.rs does not
+pub fn commit_empty(dir: &Path, message: &str) {
+    let identity = ["-c", "user.name=T", "-c", "user.email=t@example.com"];
+    let args: Vec<&str> = identity
+        .iter()
+        .copied()
+        .chain(["commit", "-q", "--allow-empty", "-m", message])
+        .collect();
+    git(dir, &args);
+}
