@@ -24,13 +24,17 @@ fn mise_dirs_are_read_only_with_the_lookup_timeout_behind_the_proxy() {
         f.plan(&["mise"]),
         Contributions {
             mounts: expected_mounts.clone(),
-            env: env(&[("MISE_FETCH_REMOTE_VERSIONS_TIMEOUT", "3s")]),
+            env: env(&[
+                ("MISE_FETCH_REMOTE_VERSIONS_TIMEOUT", "3s"),
+                ("MISE_DISABLE_UPDATE_WARNING", "1"),
+            ]),
             ..Contributions::default()
         }
     );
     for network in [NetworkMode::None, NetworkMode::Proxy] {
         let plan = f.plan_with(&["mise"], &Settings::default(), network);
         assert!(plan.env.contains_key("MISE_FETCH_REMOTE_VERSIONS_TIMEOUT"));
+        assert!(plan.env.contains_key("MISE_DISABLE_UPDATE_WARNING"));
     }
     let host = f.plan_with(&["mise"], &Settings::default(), NetworkMode::Host);
     assert_eq!(host.env, env(&[]));

@@ -58,11 +58,15 @@ impl Tool for Mise {
             .env
             .extend(dirs(ctx.host).into_iter().filter_map(|(_, env)| env));
         // A host config with `@latest` specs makes every mise call look up versions; behind the
-        // proxy some lookups never get an answer and would each wait 20 s.
+        // proxy some lookups never get an answer and would each wait 20 s. And `mise --version`
+        // asks mise.jdx.dev for a newer release once a day, retrying for about 4 s when refused.
         if ctx.network != NetworkMode::Host {
             extras
                 .env
                 .push(("MISE_FETCH_REMOTE_VERSIONS_TIMEOUT".into(), "3s".into()));
+            extras
+                .env
+                .push(("MISE_DISABLE_UPDATE_WARNING".into(), "1".into()));
         }
         if ctx.config.flag("ignore_global_config", false) {
             extras

@@ -232,7 +232,9 @@ fn bridge_false_leaves_no_trace() {
         &[
             "sh",
             "-c",
-            "test -e /run/airlock && echo present; echo \"BROWSER=$BROWSER\"; command -v xdg-open || true",
+            // /run/airlock itself may hold other tools' files (shell init when e.g. starship is
+            // installed on the host); the bridge's are under /run/airlock/bridge.
+            "test -e /run/airlock/bridge && echo present; echo \"BROWSER=$BROWSER\"; command -v xdg-open || true",
         ],
         b"",
     );
