@@ -45,9 +45,14 @@ impl World {
     }
 
     fn host_git(&self, args: &[&str]) -> Output {
+        self.host_git_in(&self.project, args)
+    }
+
+    /// The host's git in `dir`, with this world's HOME; asserts success.
+    fn host_git_in(&self, dir: &Path, args: &[&str]) -> Output {
         let out = Command::new("git")
             .args(args)
-            .current_dir(&self.project)
+            .current_dir(dir)
             .env("HOME", &self.home)
             .env_remove("XDG_CONFIG_HOME")
             .env_remove("GIT_CONFIG_GLOBAL")
@@ -59,7 +64,13 @@ impl World {
 
     /// airlock with `args` and the environment every case here uses.
     fn airlock_with(&self, args: &[&str], shell: &str) -> Output {
+        self.airlock_in(&self.project, args, shell)
+    }
+
+    /// The same, started in `dir` (the project, when it is not a subdirectory of another).
+    fn airlock_in(&self, dir: &Path, args: &[&str], shell: &str) -> Output {
         self.airlock(args)
+            .current_dir(dir)
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("SHELL", shell)
             .output()
@@ -67,20 +78,16 @@ impl World {
     }
 
     fn sh(&self, script: &str) -> Output {
-        self.airlock_with(
-            &["run", "--network", "none", "--", "sh", "-c", script],
-            "/bin/sh",
-        )
+        self.sh_in(&self.project, script)
     }
 
     /// `sh -c script` in a sandbox whose project is `dir`.
     fn sh_in(&self, dir: &Path, script: &str) -> Output {
-        self.airlock(&["run", "--network", "none", "--", "sh", "-c", script])
-            .current_dir(dir)
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("SHELL", "/bin/sh")
-            .output()
-            .expect("spawn airlock")
+        self.airlock_in(
+            dir,
+            &["run", "--network", "none", "--", "sh", "-c", script],
+            "/bin/sh",
+        )
     }
 }
 
@@ -250,23 +257,23 @@ fn a_submodule_gets_its_git_dir() {
     let w = World::new("[tools.git]\nmode = \"readwrite\"\n");
     let upstream = w.project.with_file_name("upstream");
     fs::create_dir_all(&upstream).expect("dir");
-    let git_in = |dir: &Path, args: &[&str]| {
-        let out = Command::new("git")
-            .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
-            .args(args)
-            .current_dir(dir)
-            .env("HOME", &w.home)
-            .output()
-            .expect("host git");
-        assert!(out.status.success(), "git {args:?}: {}", text(&out));
-    };
-    git_in(&upstream, &["init", "-q"]);
-    git_in(
+    w.host_git_in(&upstream, &["init", "-q"]);
+    w.host_git_in(
         &upstream,
-        &["commit", "-q", "--allow-empty", "-m", "upstream"],
+        &[
+            "-c",
+            "user.name=T",
+            "-c",
+            "user.email=t@example.com",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "upstream",
+        ],
     );
     let url = upstream.to_str().unwrap();
-    git_in(
+    w.host_git_in(
         &w.project,
         &[
             "-c",

@@ -28,6 +28,11 @@ pub enum Repository {
 }
 
 impl Repository {
+    /// Whether `<project>/.git` is a file (followed or not).
+    pub fn is_git_file(&self) -> bool {
+        !matches!(self, Repository::None | Repository::Dir(_))
+    }
+
     /// The git dir holding the config, hooks, objects and refs, if one is mounted.
     pub fn common_dir(&self) -> Option<&Path> {
         match self {
@@ -58,7 +63,7 @@ pub fn repository(project: &Path) -> Repository {
 /// The verified repository a `.git` file names.
 fn follow(project: &Path, dot_git: &Path) -> Result<Repository, String> {
     let base = dot_git.parent().unwrap_or(Path::new("/"));
-    let text = read_small(dot_git)?;
+    let text = read_small(dot_git, LINK_BYTES)?;
     let named = text
         .strip_prefix("gitdir:")
         .map(str::trim)
@@ -66,16 +71,16 @@ fn follow(project: &Path, dot_git: &Path) -> Result<Repository, String> {
         .ok_or_else(|| format!("{} does not start with `gitdir: <path>`", dot_git.display()))?;
     let own = canonical(&base.join(named))?;
     if own.join("commondir").is_file() {
-        let (common, own) = worktree_link(dot_git, own)?;
-        return Ok(Repository::Worktree { common, own });
+        worktree_link(dot_git, own)
+    } else {
+        submodule_link(project, own)
     }
-    submodule_link(project, own).map(Repository::Submodule)
 }
 
 /// A submodule's git dir, when its `core.worktree` is `project`.
-fn submodule_link(project: &Path, dir: PathBuf) -> Result<PathBuf, String> {
+fn submodule_link(project: &Path, dir: PathBuf) -> Result<Repository, String> {
     has_repository_layout(&dir)?;
-    let config = read_small_or(&dir.join("config"), 64 * 1024)?;
+    let config = read_small(&dir.join("config"), 64 * 1024)?;
     let worktree = core_worktree(&config).ok_or_else(|| {
         format!(
             "{} is neither a worktree's nor a submodule's git dir (no commondir, no core.worktree)",
@@ -89,7 +94,7 @@ fn submodule_link(project: &Path, dir: PathBuf) -> Result<PathBuf, String> {
             project.display()
         ));
     }
-    Ok(dir)
+    Ok(Repository::Submodule(dir))
 }
 
 /// `core.worktree` from a git config file's text; `None` when absent or not plainly written.
@@ -127,10 +132,10 @@ fn has_repository_layout(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// `(common git dir, the worktree's own git dir)` for a `.git` file of a linked worktree.
-fn worktree_link(dot_git: &Path, own: PathBuf) -> Result<(PathBuf, PathBuf), String> {
+/// The repository of a linked worktree's `.git` file, which names `own`.
+fn worktree_link(dot_git: &Path, own: PathBuf) -> Result<Repository, String> {
     let commondir = own.join("commondir");
-    let common = canonical(&own.join(read_small(&commondir)?.trim()))?;
+    let common = canonical(&own.join(read_small(&commondir, LINK_BYTES)?.trim()))?;
     if own.parent() != Some(common.join("worktrees").as_path()) {
         return Err(format!(
             "{} is not under {}/worktrees",
@@ -139,7 +144,7 @@ fn worktree_link(dot_git: &Path, own: PathBuf) -> Result<(PathBuf, PathBuf), Str
         ));
     }
     has_repository_layout(&common)?;
-    let back = read_small(&own.join("gitdir"))?;
+    let back = read_small(&own.join("gitdir"), LINK_BYTES)?;
     let back = canonical(&own.join(back.trim()));
     if back.as_deref().ok() != Some(canonical(dot_git)?.as_path()) {
         return Err(format!(
@@ -148,18 +153,17 @@ fn worktree_link(dot_git: &Path, own: PathBuf) -> Result<(PathBuf, PathBuf), Str
             dot_git.display()
         ));
     }
-    Ok((common, own))
+    Ok(Repository::Worktree { common, own })
 }
 
-/// A small text file (a `.git` file, `commondir`, `gitdir`): at most 4 KiB.
-fn read_small(path: &Path) -> Result<String, String> {
-    read_small_or(path, 4096)
-}
+/// A git link (a `.git` file, `commondir`, `gitdir`) is one short line.
+const LINK_BYTES: usize = 4096;
 
-fn read_small_or(path: &Path, limit: usize) -> Result<String, String> {
+/// A text file of at most `limit` bytes.
+fn read_small(path: &Path, limit: usize) -> Result<String, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     if bytes.len() > limit {
-        return Err(format!("{} is too large to be a git link", path.display()));
+        return Err(format!("{} is over {limit} bytes", path.display()));
     }
     String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8", path.display()))
 }

@@ -116,32 +116,33 @@ impl Tool for Git {
     }
 }
 
-/// `.git`, `.git/hooks` and `.git/config` per mode. For a linked worktree or a submodule, whose
-/// `.git` is a file, the git dir it names is what is mounted: the main repository's, or the
-/// submodule's under the superproject's `.git/modules` (see [`linked`]). A `.git` file is mounted read-only onto itself: a sandbox that could rewrite it
-/// could point the host's git at a git dir of its own making, hooks included.
-fn repository_mounts(ctx: &ToolContext, mode: &str, extras: &mut Extras) {
-    let readonly = |path: &Path, is_dir: bool| ToolMount {
+/// A read-only mount of `path` onto itself.
+fn readonly(path: &Path, is_dir: bool) -> ToolMount {
+    ToolMount {
         tool: "git".into(),
         source: path.to_path_buf(),
         target: path.to_path_buf(),
         mode: ToolMountMode::Readonly,
         is_dir,
-    };
+    }
+}
+
+/// `.git`, `.git/hooks` and `.git/config` per mode. For a linked worktree or a submodule, whose
+/// `.git` is a file, the git dir it names is what is mounted: the main repository's, or the
+/// submodule's under the superproject's `.git/modules` (see [`linked`]). A `.git` file is mounted
+/// read-only onto itself: a sandbox that could rewrite it could point the host's git at a git dir
+/// of its own making, hooks included.
+fn repository_mounts(ctx: &ToolContext, mode: &str, extras: &mut Extras) {
     let repository = linked::repository(ctx.project);
-    if !matches!(
-        repository,
-        linked::Repository::None | linked::Repository::Dir(_)
-    ) {
+    if repository.is_git_file() {
         extras
             .fixed_mounts
             .push(readonly(&ctx.project.join(".git"), false));
     }
     let (git_dir, worktree_own) = match repository {
         linked::Repository::None => return,
-        linked::Repository::Dir(dir) => (dir, None),
+        linked::Repository::Dir(dir) | linked::Repository::Submodule(dir) => (dir, None),
         linked::Repository::Worktree { common, own } => (common, Some(own)),
-        linked::Repository::Submodule(dir) => (dir, None),
         linked::Repository::Unlinked(reason) => {
             extras.warnings.push(format!(
                 "tool git: {reason}; no repository is mounted, so git inside finds none here"
@@ -180,41 +181,42 @@ fn repository_mounts(ctx: &ToolContext, mode: &str, extras: &mut Extras) {
     if mode == "disabled" && ctx.host.state(&config) == PathState::File {
         extras.fixed_mounts.push(readonly(&config, false));
     }
-    worktree_config_mount(ctx, &config, &git_dir, extras);
-    if let Some(own) = worktree_own {
-        worktree_config_mount(ctx, &config, &own, extras);
+    // Read once, only to decide whether a missing `config.worktree` must be created.
+    let mentions_extension = std::fs::read(&config).is_ok_and(|bytes| {
+        String::from_utf8_lossy(&bytes)
+            .to_ascii_lowercase()
+            .contains("worktreeconfig")
+    });
+    for dir in std::iter::once(&git_dir).chain(worktree_own.as_ref()) {
+        worktree_config_mount(ctx, dir, mentions_extension, extras);
     }
 }
 
 /// `<dir>/config.worktree` read-only where the git dir is writable. git reads it when
 /// `extensions.worktreeConfig` is on, and keys written there (`core.fsmonitor`, ...) would run on
 /// the host like those in `.git/config`, out of the guard's sight. When the file is missing but
-/// `config` mentions the extension at all (a plain text check: no git run at launch), an empty one
-/// is created first, as for hooks; enabling the extension from inside is reverted by the guard.
-fn worktree_config_mount(ctx: &ToolContext, config: &Path, dir: &Path, extras: &mut Extras) {
+/// the config mentions the extension at all (a plain text check: no git run at launch), an empty
+/// one is created first, as for hooks; enabling the extension from inside is reverted by the guard.
+fn worktree_config_mount(
+    ctx: &ToolContext,
+    dir: &Path,
+    mentions_extension: bool,
+    extras: &mut Extras,
+) {
     let path = dir.join("config.worktree");
-    if !ctx.dry_run && ctx.host.state(&path) == PathState::Missing {
-        let mentioned = std::fs::read(config).is_ok_and(|bytes| {
-            String::from_utf8_lossy(&bytes)
-                .to_ascii_lowercase()
-                .contains("worktreeconfig")
-        });
-        if mentioned && let Err(e) = std::fs::File::create_new(&path) {
-            extras.warnings.push(format!(
-                "tool git: cannot create {} ({e}) to mount it read-only; git config written there \
-                 inside would apply on your host",
-                path.display()
-            ));
-        }
+    if !ctx.dry_run
+        && mentions_extension
+        && ctx.host.state(&path) == PathState::Missing
+        && let Err(e) = std::fs::File::create_new(&path)
+    {
+        extras.warnings.push(format!(
+            "tool git: cannot create {} ({e}) to mount it read-only; git config written there \
+             inside would apply on your host",
+            path.display()
+        ));
     }
     if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
-        extras.fixed_mounts.push(ToolMount {
-            tool: "git".into(),
-            source: path.clone(),
-            target: path,
-            mode: ToolMountMode::Readonly,
-            is_dir: false,
-        });
+        extras.fixed_mounts.push(readonly(&path, false));
     }
 }
 

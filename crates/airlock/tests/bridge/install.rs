@@ -316,23 +316,32 @@ fn root_is_refused_before_anything_is_written() {
     assert!(w.calls().is_empty(), "systemctl never ran");
 }
 
-fn installed_by_user(user: Option<&Unprivileged>) -> World {
+/// A bridge installed by the user the test runs the CLI as, for tests that depend on file modes
+/// being enforced: `None` (with a SKIP line) when running as root with no unprivileged user.
+fn installed_where_modes_hold(test: &str) -> Option<(World, Option<Unprivileged>)> {
+    let user = unprivileged();
+    // SAFETY: geteuid cannot fail.
+    if user.is_none() && unsafe { libc::geteuid() } == 0 {
+        println!("SKIP {test}: root without an unprivileged user ignores modes");
+        return None;
+    }
     let w = World::new();
-    let out = airlock_as(&w, user, &["bridge", "install", "--supervisor", "none"]);
+    let out = airlock_as(
+        &w,
+        user.as_ref(),
+        &["bridge", "install", "--supervisor", "none"],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
-    w
+    Some((w, user))
 }
 
 #[test]
 fn uninstall_warns_when_only_the_state_dir_survives() {
-    let user = unprivileged();
-    if user.is_none() && unsafe { libc::geteuid() } == 0 {
-        println!(
-            "SKIP uninstall_warns_when_only_the_state_dir_survives: root without an unprivileged user ignores modes"
-        );
+    let Some((w, user)) =
+        installed_where_modes_hold("uninstall_warns_when_only_the_state_dir_survives")
+    else {
         return;
-    }
-    let w = installed_by_user(user.as_ref());
+    };
     // A held socket dir: a file the user cannot unlink (as a sandbox's live bind mount would be).
     fs::write(w.state.join("run/held"), "").unwrap();
     fs::set_permissions(w.state.join("run"), fs::Permissions::from_mode(0o500)).unwrap();
@@ -354,14 +363,10 @@ fn uninstall_warns_when_only_the_state_dir_survives() {
 
 #[test]
 fn uninstall_fails_when_the_token_survives() {
-    let user = unprivileged();
-    if user.is_none() && unsafe { libc::geteuid() } == 0 {
-        println!(
-            "SKIP uninstall_fails_when_the_token_survives: root without an unprivileged user ignores modes"
-        );
+    let Some((w, user)) = installed_where_modes_hold("uninstall_fails_when_the_token_survives")
+    else {
         return;
-    }
-    let w = installed_by_user(user.as_ref());
+    };
     fs::set_permissions(&w.state, fs::Permissions::from_mode(0o500)).unwrap();
     let out = airlock_as(
         &w,
