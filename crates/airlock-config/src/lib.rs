@@ -5,6 +5,7 @@
 //! the XDG paths of airlock's state on the host. It does no sandboxing and knows nothing of backends.
 
 mod error;
+pub mod hostfs;
 mod load;
 mod paths;
 mod schema;

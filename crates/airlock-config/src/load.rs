@@ -33,9 +33,25 @@ pub(crate) fn parse_bytes(bytes: &[u8], origin: &Path) -> Result<ConfigFile, Con
     parse_str(text, origin)
 }
 
-/// Reads a file; `Ok(None)` when it does not exist.
+/// The most a config file or the trust store may hold.
+const CONFIG_BYTES: u64 = 1 << 20;
+
+/// Reads a file of the user's (symlinks followed); `Ok(None)` when it does not exist. A FIFO or
+/// device is refused without blocking, and the size is capped.
 pub(crate) fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, ConfigError> {
-    match std::fs::read(path) {
+    optional(
+        path,
+        crate::hostfs::read_regular_following(path, CONFIG_BYTES),
+    )
+}
+
+/// Reads a project's `.airlock.toml`, which the sandbox can write: a symlink is not followed.
+pub(crate) fn read_optional_project(path: &Path) -> Result<Option<Vec<u8>>, ConfigError> {
+    optional(path, crate::hostfs::read_regular(path, CONFIG_BYTES))
+}
+
+fn optional(path: &Path, read: io::Result<Vec<u8>>) -> Result<Option<Vec<u8>>, ConfigError> {
+    match read {
         Ok(bytes) => Ok(Some(bytes)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(error) => Err(ConfigError::Read {
@@ -234,7 +250,7 @@ pub fn load(paths: &XdgPaths, project_root: &Path) -> Result<LoadedConfig, Confi
 
     let project_path = project_root.join(PROJECT_FILE_NAME);
     let mut project_cfg = None;
-    let project = match read_optional(&project_path)? {
+    let project = match read_optional_project(&project_path)? {
         None => ProjectFile::Absent,
         Some(bytes) => match TrustStore::load(&paths.trust_file())?.status(project_root, &bytes) {
             TrustStatus::Trusted => {

@@ -14,7 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::load::{parse_bytes, read_optional};
+use crate::load::{parse_bytes, read_optional, read_optional_project};
 use crate::{ConfigError, PROJECT_FILE_NAME};
 
 const VERSION: u32 = 1;
@@ -118,7 +118,7 @@ impl TrustStore {
     pub fn add(&mut self, dir: &Path) -> Result<TrustRecord, ConfigError> {
         let key = dir_key(dir)?;
         let file = dir.join(PROJECT_FILE_NAME);
-        let Some(bytes) = read_optional(&file)? else {
+        let Some(bytes) = read_optional_project(&file)? else {
             return Err(ConfigError::NoProjectFile {
                 dir: dir.to_path_buf(),
                 file,
@@ -161,12 +161,13 @@ impl TrustStore {
             .iter()
             .map(|(dir, record)| {
                 let dir = PathBuf::from(dir);
-                let status = match fs::read(dir.join(PROJECT_FILE_NAME)) {
-                    Ok(bytes) if sha256_hex(&bytes) == record.sha256 => EntryStatus::Trusted,
-                    Ok(_) => EntryStatus::Changed,
-                    Err(e) if is_missing(&e) => EntryStatus::Missing,
-                    Err(_) => EntryStatus::Unreadable,
-                };
+                let status =
+                    match crate::hostfs::read_regular(&dir.join(PROJECT_FILE_NAME), 1 << 20) {
+                        Ok(bytes) if sha256_hex(&bytes) == record.sha256 => EntryStatus::Trusted,
+                        Ok(_) => EntryStatus::Changed,
+                        Err(e) if is_missing(&e) => EntryStatus::Missing,
+                        Err(_) => EntryStatus::Unreadable,
+                    };
                 TrustEntry {
                     dir,
                     sha256: record.sha256.clone(),

@@ -20,6 +20,10 @@ pub struct Contributions {
     /// shell's file name: e.g. `bash` → `--rcfile <airlock's rc>`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub shell_args: BTreeMap<String, Vec<String>>,
+    /// Paths in the project that host programs run code from (the hook dir the host's
+    /// `core.hooksPath` names) and that did not exist at launch: checked when the session ends.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_executed: Vec<PathBuf>,
 }
 
 /// One host path a tool wants inside, already resolved to a mount mode.
@@ -47,6 +51,10 @@ pub enum ToolMountMode {
     Readonly,
     /// Writes reach the host (explicit opt-in).
     Readwrite,
+    /// Host content visible; writes kept in a layer of the tool's own (`layers/<tool>` in the
+    /// state root), which the tool's session code locks, reads back and clears. Never leased or
+    /// demoted like `overlay`. Only the git tool uses it, for `.git`; not a config value.
+    Layer,
 }
 
 /// A file a tool generates for the sandbox, written under the state root and bound read-only.

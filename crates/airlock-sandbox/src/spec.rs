@@ -110,6 +110,9 @@ pub enum Upper {
     Persistent { dir: PathBuf },
     /// A tmpfs inside the sandbox: writes are discarded at exit.
     Throwaway,
+    /// `dir/upper` and `dir/work`, owned by one session at a time through a lock its owner
+    /// takes (the git layer); the spec never leases or demotes it.
+    Owned { dir: PathBuf },
 }
 
 /// Host-side work done before a launch (the builder stays pure; `state::prepare` performs these).
@@ -143,6 +146,52 @@ impl SandboxSpec {
                 }
             )
         })
+    }
+
+    /// The overlay with an [`Upper::Owned`] layer: `(lower, target, layer dir)`.
+    pub fn owned_layer(&self) -> Option<(PathBuf, PathBuf, PathBuf)> {
+        self.mounts.iter().find_map(|op| match op {
+            MountOp::Overlay {
+                lower,
+                target,
+                upper: Upper::Owned { dir },
+            } => Some((lower.clone(), target.clone(), dir.clone())),
+            _ => None,
+        })
+    }
+
+    /// Replaces the owned layer with a read-only bind of its lower dir, and binds `config`
+    /// read-only at `<target>/config` when given: for a session that cannot take the layer.
+    pub fn owned_layer_readonly(&mut self, config: Option<PathBuf>) {
+        let Some(at) = self.mounts.iter().position(|op| {
+            matches!(
+                op,
+                MountOp::Overlay {
+                    upper: Upper::Owned { .. },
+                    ..
+                }
+            )
+        }) else {
+            return;
+        };
+        let MountOp::Overlay { lower, target, .. } = self.mounts[at].clone() else {
+            return;
+        };
+        self.mounts[at] = MountOp::Bind {
+            source: lower,
+            target: target.clone(),
+            writable: false,
+        };
+        if let Some(source) = config {
+            self.mounts.insert(
+                at + 1,
+                MountOp::Bind {
+                    source,
+                    target: target.join("config"),
+                    writable: false,
+                },
+            );
+        }
     }
 
     /// Turns every persistent overlay into a throwaway one: for a session that does not own the

@@ -44,6 +44,19 @@ pub enum PathState {
     Other,
 }
 
+/// Why a `PATH` entry is not searched for host programs, if it is not.
+fn untrusted_entry(dir: &str, untrusted: &[(PathBuf, &'static str)]) -> Option<&'static str> {
+    if dir.is_empty() || !dir.starts_with('/') {
+        return Some("not an absolute path");
+    }
+    // A symlinked entry counts where it leads; one that does not resolve is searched as written.
+    let real = fs::canonicalize(dir).unwrap_or_else(|_| PathBuf::from(dir));
+    untrusted.iter().find_map(|(root, why)| {
+        let root_real = fs::canonicalize(root).unwrap_or_else(|_| root.clone());
+        (real.starts_with(&root_real) || Path::new(dir).starts_with(root)).then_some(*why)
+    })
+}
+
 impl PathState {
     /// Whether the path can be mounted.
     pub fn is_usable(self) -> bool {
@@ -132,6 +145,48 @@ impl HostView {
                 fs::metadata(candidate)
                     .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
             })
+    }
+
+    /// A program airlock itself runs on the host (git, to read your identity): the first
+    /// executable `name` in a `PATH` directory the sandbox cannot write. Entries that are relative
+    /// or lie in the project, the sandboxes' state or a shared temp dir are skipped (a
+    /// `node_modules/.bin` or direnv `PATH_add bin` entry would otherwise let the sandbox plant
+    /// the `git` that airlock starts at the next launch).
+    pub fn find_host_program(&self, name: &str, project: &Path) -> Option<PathBuf> {
+        let path = self.var("PATH")?;
+        let untrusted = self.untrusted_dirs(project);
+        path.split(':')
+            .filter(|dir| untrusted_entry(dir, &untrusted).is_none())
+            .map(|dir| Path::new(dir).join(name))
+            .find(|candidate| {
+                fs::metadata(candidate)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+    }
+
+    /// The `PATH` entries [`HostView::find_host_program`] skips, each with the reason.
+    pub fn skipped_path_entries(&self, project: &Path) -> Vec<(String, &'static str)> {
+        let untrusted = self.untrusted_dirs(project);
+        self.var("PATH")
+            .unwrap_or("")
+            .split(':')
+            .filter_map(|dir| untrusted_entry(dir, &untrusted).map(|why| (dir.to_owned(), why)))
+            .collect()
+    }
+
+    /// Directories a sandbox can write, as the host sees them.
+    fn untrusted_dirs(&self, project: &Path) -> Vec<(PathBuf, &'static str)> {
+        let mut dirs = vec![
+            (project.to_path_buf(), "inside the project"),
+            (
+                self.xdg_data().join("airlock"),
+                "inside airlock's sandbox state",
+            ),
+        ];
+        for tmp in ["/tmp", "/var/tmp", "/dev/shm"] {
+            dirs.push((PathBuf::from(tmp), "in a shared temp directory"));
+        }
+        dirs
     }
 
     /// What is at `path`, symlinks followed; a dangling symlink and an unreadable path are told apart

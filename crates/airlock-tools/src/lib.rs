@@ -17,8 +17,7 @@ pub mod tool;
 mod tools;
 
 pub use catalog::Catalog;
-pub use git::guard::{GitConfigGuard, guard_git_config};
-pub use git::wants_config_guard;
+pub use git::session::GitSession;
 pub use host::{HostView, PathState};
 pub use plan::{Detection, Status, binary_mount, detect, plan, plan_for, resolve_mode, shell_init};
 pub use settings::{Settings, ToolConfig, ToolConfigError};

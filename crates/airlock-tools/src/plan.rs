@@ -165,6 +165,7 @@ pub fn plan_for(
         out.files.extend(extras.files);
         out.mounts.extend(extras.fixed_mounts);
         out.warnings.extend(extras.warnings);
+        out.host_executed.extend(extras.host_executed);
         path_prepend.extend(extras.path_prepend);
     }
     // After every tool's mounts, so a binary already inside one (mise's ~/.local/bin) is not

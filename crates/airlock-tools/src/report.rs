@@ -107,6 +107,7 @@ pub fn mode_name(mode: Option<ToolMountMode>) -> &'static str {
         Some(ToolMountMode::Tmpoverlay) => "tmpoverlay",
         Some(ToolMountMode::Readonly) => "readonly",
         Some(ToolMountMode::Readwrite) => "readwrite",
+        Some(ToolMountMode::Layer) => "layer",
     }
 }
 

@@ -169,6 +169,8 @@ pub struct Extras {
     /// Mounts outside the home (git's `.git`, the SSH agent socket), already moded.
     pub fixed_mounts: Vec<airlock_sandbox::ToolMount>,
     pub warnings: Vec<String>,
+    /// See [`airlock_sandbox::Contributions::host_executed`].
+    pub host_executed: Vec<PathBuf>,
 }
 
 /// One catalog entry. Implementations are plain values; the catalog owns them.

@@ -20,12 +20,20 @@ fn ro(path: PathBuf, is_dir: bool) -> ToolMount {
     }
 }
 
-/// `.git` mounted writable onto itself (a mount point the sandbox cannot rename away).
-fn rw_git(f: &Fixture) -> ToolMount {
+/// `.git` as the git layer: writes stay in the sandbox state.
+fn layer_git(f: &Fixture) -> ToolMount {
     ToolMount {
-        mode: Readwrite,
+        mode: Layer,
         ..ro(f.project.join(".git"), true)
     }
+}
+
+/// The sanitised `.git/config` the plan binds in readonly mode.
+fn sanitized_config(plan: &Contributions) -> Option<&str> {
+    plan.files
+        .iter()
+        .find(|file| file.target.ends_with(".git/config"))
+        .map(|file| file.content.as_str())
 }
 
 fn plan(f: &Fixture, config: &str) -> Contributions {
@@ -58,6 +66,10 @@ fn readonly_mounts_git_read_only_with_the_resolved_identity_including_include_if
     let plan = plan(&f, "");
     assert_eq!(plan.mounts, vec![ro(f.project.join(".git"), true)]);
     assert!(plan.env.is_empty() && plan.warnings.is_empty(), "{plan:?}");
+    assert!(
+        sanitized_config(&plan).is_some_and(|c| c.contains("[core]")),
+        "{plan:?}"
+    );
     let ignore = f.h(".config/git/ignore");
     assert_eq!(
         gitconfig(&plan),
@@ -74,7 +86,7 @@ fn readonly_mounts_git_read_only_with_the_resolved_identity_including_include_if
         .find(|file| file.target == ignore)
         .expect("ignore copy");
     assert_eq!(copied.content, "*.swp\n");
-    assert_eq!(plan.files.len(), 2);
+    assert_eq!(plan.files.len(), 3);
 }
 
 #[test]
@@ -98,7 +110,7 @@ fn the_generated_gitconfig_gives_git_the_same_identity() {
 }
 
 #[test]
-fn readwrite_mounts_keys_read_only_forwards_the_agent_and_guards_hooks() {
+fn readwrite_mounts_keys_read_only_forwards_the_agent_and_layers_git() {
     let mut f = repo();
     f.dir(".ssh");
     f.file(".git-credentials", "https://u:p@example.com\n");
@@ -117,8 +129,7 @@ fn readwrite_mounts_keys_read_only_forwards_the_agent_and_guards_hooks() {
         vec![
             ro(f.h(".ssh"), true),
             ro(f.h(".git-credentials"), false),
-            rw_git(&f),
-            ro(f.project.join(".git/hooks"), true),
+            layer_git(&f),
             ToolMount {
                 tool: "git".into(),
                 source: sock.clone(),
@@ -142,37 +153,184 @@ fn readwrite_mounts_keys_read_only_forwards_the_agent_and_guards_hooks() {
 }
 
 #[test]
-fn hooks_are_writable_only_when_allowed_and_created_when_missing() {
+fn a_hook_dir_in_the_project_is_a_throwaway_overlay_unless_allowed() {
     let f = repo();
-    std::fs::remove_dir_all(f.project.join(".git/hooks")).unwrap();
-    let plan = plan(&f, "[tools.git]\nmode = \"readwrite\"\n");
-    assert!(f.project.join(".git/hooks").is_dir());
-    assert_eq!(
-        plan.mounts,
-        vec![rw_git(&f), ro(f.project.join(".git/hooks"), true)]
-    );
-    let allowed = self::plan(
-        &f,
-        "[tools.git]\nmode = \"readwrite\"\nallow_hooks = true\n",
-    );
-    assert_eq!(allowed.mounts, vec![rw_git(&f)]);
+    git(&f.project, &["config", "core.hooksPath", ".husky/_"]);
+    let hooks = f.project.join(".husky/_");
+    // Missing at launch: nothing to mount, so it is checked when the session ends.
+    let plan = plan(&f, "");
+    assert_eq!(plan.host_executed, vec![hooks.clone()]);
+    std::fs::create_dir_all(&hooks).unwrap();
+    let plan = self::plan(&f, "[tools.git]\nmode = \"readwrite\"\n");
+    let overlay = ToolMount {
+        mode: Tmpoverlay,
+        ..ro(hooks.clone(), true)
+    };
+    assert_eq!(plan.mounts, vec![layer_git(&f), overlay]);
+    assert!(plan.host_executed.is_empty());
+    let allowed = self::plan(&f, "[tools.git]\nallow_hooks = true\n");
+    assert_eq!(allowed.mounts, vec![ro(f.project.join(".git"), true)]);
+    // Outside the project, or inside `.git`, it is not the tool's business.
+    for value in ["/usr/share/hooks", ".git/hooks2", "../elsewhere"] {
+        git(&f.project, &["config", "core.hooksPath", value]);
+        let plan = self::plan(&f, "");
+        assert_eq!(
+            plan.mounts,
+            vec![ro(f.project.join(".git"), true)],
+            "{value}"
+        );
+        assert!(plan.host_executed.is_empty(), "{value}");
+    }
 }
 
 #[test]
-fn disabled_has_no_git_config_and_keeps_config_and_hooks_read_only() {
+fn disabled_has_no_git_config_and_layers_git() {
     let f = repo();
     f.file(".gitconfig", "[user]\n\tname = A\n");
     let plan = plan(&f, "[tools.git]\nmode = \"disabled\"\n");
     assert_eq!(
         plan,
         Contributions {
-            mounts: vec![
-                rw_git(&f),
-                ro(f.project.join(".git/hooks"), true),
-                ro(f.project.join(".git/config"), false),
-            ],
+            mounts: vec![layer_git(&f)],
             ..Contributions::default()
         }
+    );
+}
+
+#[test]
+fn the_sandbox_sees_the_repository_config_without_its_secrets() {
+    let f = repo();
+    git(
+        &f.project,
+        &[
+            "remote",
+            "add",
+            "origin",
+            "https://x-access-token:SECRET1@github.com/o/r.git",
+        ],
+    );
+    git(
+        &f.project,
+        &[
+            "config",
+            "http.extraheader",
+            "AUTHORIZATION: bearer SECRET2",
+        ],
+    );
+    git(
+        &f.project,
+        &["config", "credential.helper", "store-SECRET3"],
+    );
+    let config = sanitized_config(&plan(&f, ""))
+        .expect("a sanitised config")
+        .to_owned();
+    assert!(!config.contains("SECRET"), "{config}");
+    assert!(
+        config.contains("url = https://github.com/o/r.git"),
+        "{config}"
+    );
+    // git reads it as the same repository.
+    let copy = f.root.join("sanitized");
+    std::fs::write(&copy, &config).unwrap();
+    let get = |key: &str| {
+        git(
+            &f.project,
+            &["config", "--file", copy.to_str().unwrap(), "--get", key],
+        )
+    };
+    assert_eq!(get("remote.origin.url"), "https://github.com/o/r.git\n");
+    assert_eq!(get("core.bare"), "false\n");
+    // The host file is untouched.
+    let host = std::fs::read_to_string(f.project.join(".git/config")).unwrap();
+    assert!(host.contains("SECRET1") && host.contains("SECRET2") && host.contains("SECRET3"));
+}
+
+#[test]
+fn submodule_links_are_read_only_in_every_mode() {
+    let f = repo();
+    f.file(
+        "code/app/.gitmodules",
+        "[submodule \"s\"]\n\tpath = libs/s\n\turl = ../s\n",
+    );
+    std::fs::create_dir_all(f.project.join("libs/s")).unwrap();
+    std::fs::write(
+        f.project.join("libs/s/.git"),
+        "gitdir: ../../.git/modules/s\n",
+    )
+    .unwrap();
+    for mode in ["readonly", "readwrite", "disabled"] {
+        let plan = plan(&f, &format!("[tools.git]\nmode = \"{mode}\"\n"));
+        let link = ro(f.project.join("libs/s/.git"), false);
+        assert!(plan.mounts.contains(&link), "{mode}: {:?}", plan.mounts);
+    }
+}
+
+#[test]
+fn a_symlinked_git_is_not_followed() {
+    let f = Fixture::new();
+    std::os::unix::fs::symlink(real_git(), f.bin.join("git")).unwrap();
+    let elsewhere = f.root.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, f.project.join(".git")).unwrap();
+    let plan = plan(&f, "[tools.git]\nmode = \"readwrite\"\n");
+    assert!(
+        plan.mounts
+            .iter()
+            .all(|m| !m.target.starts_with(&f.project)),
+        "{:?}",
+        plan.mounts
+    );
+    assert!(
+        plan.warnings.iter().any(|w| w.contains("is a symlink")),
+        "{:?}",
+        plan.warnings
+    );
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "nothing created there"
+    );
+}
+
+#[test]
+fn git_is_never_run_from_a_path_entry_in_the_project() {
+    let mut f = repo();
+    let planted = f.project.join("bin");
+    std::fs::create_dir(&planted).unwrap();
+    let marker = f.root.join("ran");
+    let script = planted.join("git");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n/usr/bin/touch {}\nexec {} \"$@\"\n",
+            marker.display(),
+            real_git().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", planted.display(), f.bin.display());
+    f.set_env("PATH", &path);
+    let plan = plan(&f, "");
+    assert!(
+        !marker.exists(),
+        "airlock ran the git planted in the project"
+    );
+    assert!(sanitized_config(&plan).is_some());
+    assert!(
+        plan.files
+            .iter()
+            .any(|file| file.target.ends_with(".gitconfig"))
+    );
+    // Control: the same PATH on the host resolves the planted git.
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-c", "git --version"])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && marker.exists(),
+        "control: the planted git was not found first"
     );
 }
 
@@ -204,26 +362,6 @@ fn a_git_file_is_mounted_read_only_in_every_mode() {
 }
 
 #[test]
-fn config_worktree_is_read_only_where_git_is_writable() {
-    let f = repo();
-    let wt = f.project.join(".git/config.worktree");
-    let mounted = |plan: &Contributions| plan.mounts.contains(&ro(wt.clone(), false));
-    // Not mentioned in .git/config and absent: nothing created, nothing mounted.
-    let p = plan(&f, "[tools.git]\nmode = \"readwrite\"\n");
-    assert!(!wt.exists() && !mounted(&p), "{:?}", p.mounts);
-    // The extension on: an empty file is created and mounted read-only.
-    git(&f.project, &["config", "extensions.worktreeConfig", "true"]);
-    for mode in ["readwrite", "disabled"] {
-        let p = plan(&f, &format!("[tools.git]\nmode = \"{mode}\"\n"));
-        assert!(mounted(&p), "{mode}: {:?}", p.mounts);
-    }
-    assert_eq!(std::fs::read(&wt).unwrap(), b"");
-    // readonly mode has all of .git read-only already.
-    let p = plan(&f, "");
-    assert!(!mounted(&p), "{:?}", p.mounts);
-}
-
-#[test]
 fn worktree_links_are_followed_only_when_they_point_back() {
     use airlock_tools::git::linked::{Repository, repository};
     let f = repo();
@@ -250,12 +388,11 @@ fn worktree_links_are_followed_only_when_they_point_back() {
         NetworkMode::Proxy,
         &wt,
     );
-    let rw = ToolMount {
-        mode: Readwrite,
+    let layer = ToolMount {
+        mode: Layer,
         ..ro(git_dir.clone(), true)
     };
-    assert!(plan.mounts.contains(&rw), "{:?}", plan.mounts);
-    assert!(plan.mounts.contains(&ro(git_dir.join("hooks"), true)));
+    assert!(plan.mounts.contains(&layer), "{:?}", plan.mounts);
     assert!(plan.mounts.contains(&ro(wt.join(".git"), false)));
 
     // A copy of the worktree's `.git` file elsewhere: the repository does not point back to it.

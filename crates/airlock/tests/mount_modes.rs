@@ -196,17 +196,40 @@ fn git_readonly_mode_refuses_commits_and_keeps_the_host_identity() {
 }
 
 #[test]
-fn git_readwrite_mode_commits() {
+fn git_readwrite_commits_come_back_as_airlock_branches() {
     if !available() {
         return;
     }
     let w = World::new("[tools.git]\nmode = \"readwrite\"\n");
     let o = w.sh("echo change >> README && git commit -qam second && echo ok");
     assert_eq!(stdout(&o), "ok\n", "{}", text(&o));
-    let log = w.host_git(&["log", "--format=%an <%ae> %s"]);
-    assert_eq!(
-        String::from_utf8_lossy(&log.stdout).lines().next(),
-        Some("Host Dev <dev@work.example> second")
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("airlock/main (new"),
+        "{}",
+        text(&o)
+    );
+    let log = |rev: &str| {
+        let out = w.host_git(&["log", "-1", "--format=%an <%ae> %s", rev]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(log("airlock/main"), "Host Dev <dev@work.example> second\n");
+    // main was the host's checked-out branch with nothing staged: it is fast-forwarded, and
+    // its index follows, so the host sees a clean tree.
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("main fast-forwarded"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(log("main"), "Host Dev <dev@work.example> second\n");
+    let status = w.host_git(&["status", "--porcelain"]);
+    assert_eq!(String::from_utf8_lossy(&status.stdout), "");
+    // The layer is cleared: the next session starts from the host repository as it is now.
+    let o = w.sh("git log -1 --format=%s && git status --porcelain | wc -l");
+    assert_eq!(stdout(&o), "second\n0\n", "{}", text(&o));
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("commits from"),
+        "{}",
+        text(&o)
     );
 }
 
@@ -219,7 +242,9 @@ fn hooks_cannot_be_planted_in_any_mode() {
         let w = World::new(&format!("[tools.git]\nmode = \"{mode}\"\n"));
         let o =
             w.sh("printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/pre-commit; echo rc=$?");
-        assert!(!stdout(&o).contains("rc=0"), "{mode}: {}", text(&o));
+        // readonly refuses the write; the layer takes it and keeps it in the sandbox.
+        let refused = !stdout(&o).contains("rc=0");
+        assert_eq!(refused, mode == "readonly", "{mode}: {}", text(&o));
         assert!(
             !w.project.join(".git/hooks/pre-commit").exists(),
             "{mode}: hook on the host"
@@ -293,7 +318,7 @@ fn a_submodule_gets_its_git_dir() {
 }
 
 #[test]
-fn a_linked_worktree_gets_its_repository_with_hooks_read_only() {
+fn a_linked_worktree_gets_its_repository_in_the_layer() {
     if !available() {
         return;
     }
@@ -319,17 +344,14 @@ fn a_linked_worktree_gets_its_repository_with_hooks_read_only() {
         "commits from the worktree: {}",
         text(&o)
     );
-    assert!(!out.contains("rc=0"), "hooks stay read-only: {}", text(&o));
+    assert!(out.contains("rc=0"), "the layer takes writes: {}", text(&o));
     assert!(!w.project.join(".git/hooks/pre-commit").exists());
-    // The config guard watches the main repository's config.
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("core.fsmonitor"),
-        "{}",
-        text(&o)
-    );
     let config = w.host_git(&["config", "--local", "--list"]);
     assert!(!String::from_utf8_lossy(&config.stdout).contains("fsmonitor"));
-    // The commit is in the main repository, on the worktree's branch.
+    // The commit comes back to the main repository as airlock/<the worktree's branch>.
+    let log = w.host_git(&["log", "-1", "--format=%s", "airlock/feature"]);
+    assert_eq!(String::from_utf8_lossy(&log.stdout), "inside\n");
+    // It was the worktree's checked-out branch: fast-forwarded there.
     let log = w.host_git(&["log", "-1", "--format=%s", "feature"]);
     assert_eq!(String::from_utf8_lossy(&log.stdout), "inside\n");
 
@@ -355,31 +377,25 @@ fn a_linked_worktree_gets_its_repository_with_hooks_read_only() {
 }
 
 #[test]
-fn program_running_git_config_keys_are_reverted_on_exit() {
+fn git_config_written_inside_never_reaches_the_host() {
     if !available() {
         return;
     }
-    let w = World::new("[tools.git]\nmode = \"readwrite\"\n");
-    let before = fs::read_to_string(w.project.join(".git/config")).expect("config");
-    let o = w.sh("git config alias.x '!touch /tmp/pwned' && git config core.fsmonitor 'touch /tmp/pwned' && git config extensions.worktreeConfig true && git config user.note kept && echo set");
-    assert_eq!(stdout(&o), "set\n", "{}", text(&o));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("alias.x"),
-        "says which key was reverted: {err}"
-    );
-    assert!(err.contains("core.fsmonitor"), "{err}");
-    assert!(err.contains("extensions.worktreeconfig"), "{err}");
-    let after = w.host_git(&["config", "--local", "--list"]);
-    let after = String::from_utf8_lossy(&after.stdout);
-    assert!(!after.contains("alias.x"), "{after}");
-    assert!(!after.contains("worktreeconfig"), "{after}");
-    assert!(!after.contains("core.fsmonitor"), "{after}");
-    assert!(
-        after.contains("user.note=kept"),
-        "harmless keys stay: {after}"
-    );
-    assert_ne!(before, "", "fixture has a config");
+    for mode in ["readwrite", "disabled"] {
+        let w = World::new(&format!("[tools.git]\nmode = \"{mode}\"\n"));
+        let before = fs::read(w.project.join(".git/config")).expect("config");
+        let o = w.sh(
+            "git config alias.x '!touch /tmp/pwned' && git config core.fsmonitor 'touch /tmp/pwned' \
+             && git config --get core.fsmonitor && echo ../evil > .git/commondir",
+        );
+        assert_eq!(stdout(&o), "touch /tmp/pwned\n", "{mode}: {}", text(&o));
+        assert_eq!(
+            fs::read(w.project.join(".git/config")).expect("config"),
+            before,
+            "{mode}"
+        );
+        assert!(!w.project.join(".git/commondir").exists(), "{mode}");
+    }
 }
 
 #[test]

@@ -67,6 +67,16 @@ pub(super) fn plan(contrib: &Contributions, state_root: &Path, taken: &MountPlan
                     upper: Upper::Persistent { dir },
                 }
             }
+            (ToolMountMode::Layer, true) => {
+                let dir = state_root.join("layers").join(&mount.tool);
+                out.prepare
+                    .push(PrepareStep::OverlayDirs { dir: dir.clone() });
+                MountOp::Overlay {
+                    lower: mount.source.clone(),
+                    target,
+                    upper: Upper::Owned { dir },
+                }
+            }
             (ToolMountMode::Tmpoverlay, true) => MountOp::Overlay {
                 lower: mount.source.clone(),
                 target,
@@ -84,7 +94,7 @@ pub(super) fn plan(contrib: &Contributions, state_root: &Path, taken: &MountPlan
                     writable: true,
                 }
             }
-            (ToolMountMode::Tmpoverlay, false) => MountOp::CopyFile {
+            (ToolMountMode::Tmpoverlay | ToolMountMode::Layer, false) => MountOp::CopyFile {
                 source: mount.source.clone(),
                 target,
             },

@@ -82,7 +82,7 @@ pub(super) fn remove_file_if_present(path: &Path) -> io::Result<()> {
 
 /// Removes a directory tree without following symlinks out of it (`remove_dir_all` never does). When
 /// the sandbox left directories without write or search permission, they are made `u+rwx` first.
-pub(crate) fn remove_tree(path: &Path) -> io::Result<()> {
+pub fn remove_tree(path: &Path) -> io::Result<()> {
     match fs::remove_dir_all(path) {
         Ok(()) => Ok(()),
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),

@@ -33,7 +33,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-pub(crate) use files::remove_tree;
+pub use files::remove_tree;
 use files::{
     create_private_dir, create_private_dir_all, remove_file_if_present, touch, write_new_file,
 };

@@ -31,8 +31,12 @@ pub fn host_global_config(
     project: &Path,
 ) -> Result<BTreeMap<String, String>, String> {
     let mut cmd = Command::new(git);
-    cmd.args(["config", "--global", "--includes", "--null", "--list"])
-        .current_dir(project)
+    // `-C project`: includeIf "gitdir:" matches the project's repository, whose config the
+    // sandbox never writes (read-only or a layer); the process itself starts in `/`.
+    cmd.arg("-C")
+        .arg(project)
+        .args(["config", "--global", "--includes", "--null", "--list"])
+        .current_dir("/")
         .env_clear()
         .env("HOME", &host.home)
         .env("LC_ALL", "C")
@@ -132,20 +136,10 @@ pub fn render(
 /// Adds the generated `~/.gitconfig` and the copied excludes and attributes files.
 pub(crate) fn contribute(
     host: &HostView,
-    git: &Path,
-    project: &Path,
+    values: &BTreeMap<String, String>,
     signing: bool,
     extras: &mut Extras,
 ) {
-    let values = match host_global_config(host, git, project) {
-        Ok(values) => values,
-        Err(problem) => {
-            extras.warnings.push(format!(
-                "tool git: cannot read your git config ({problem}); commits inside need --author"
-            ));
-            BTreeMap::new()
-        }
-    };
     let mut core_files = Vec::new();
     for (key, default_rel, target_rel) in [
         ("core.excludesfile", "git/ignore", ".config/git/ignore"),
@@ -159,7 +153,9 @@ pub(crate) fn contribute(
             .get(key)
             .map(|v| expand(host, v))
             .unwrap_or_else(|| host.xdg_config().join(default_rel));
-        let Ok(content) = std::fs::read_to_string(&source) else {
+        let Ok(content) = airlock_config::hostfs::read_regular_following(&source, 1 << 20)
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        else {
             continue;
         };
         let target = host.home.join(target_rel);
@@ -178,7 +174,7 @@ pub(crate) fn contribute(
     extras.files.push(GeneratedFile {
         tool: "git".into(),
         target: host.home.join(".gitconfig"),
-        content: render(&values, signing, &core_files),
+        content: render(values, signing, &core_files),
     });
 }
 

@@ -47,12 +47,26 @@ impl Repository {
 /// Reads `<project>/.git` and, for a file, follows and verifies the link.
 pub fn repository(project: &Path) -> Repository {
     let dot_git = project.join(".git");
-    if std::fs::metadata(&dot_git).is_ok_and(|m| m.is_dir()) {
+    let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
+        return Repository::None;
+    };
+    // A symlinked `.git` is not followed: it could name any directory of the user's, and airlock
+    // would mount it (and, before, create `hooks/` in it).
+    if meta.file_type().is_symlink() {
+        return Repository::Unlinked(format!(
+            "{} is a symlink; airlock does not follow it (replace it with the directory or a \
+             `gitdir:` file)",
+            dot_git.display()
+        ));
+    }
+    if meta.is_dir() {
         return Repository::Dir(dot_git);
     }
-    // A symlinked `.git` file is left alone: a mount onto a symlink is refused.
-    if !std::fs::symlink_metadata(&dot_git).is_ok_and(|m| m.is_file()) {
-        return Repository::None;
+    if !meta.is_file() {
+        return Repository::Unlinked(format!(
+            "{} is neither a directory nor a file; remove it",
+            dot_git.display()
+        ));
     }
     match follow(project, &dot_git) {
         Ok(repository) => repository,
@@ -161,10 +175,8 @@ const LINK_BYTES: usize = 4096;
 
 /// A text file of at most `limit` bytes.
 fn read_small(path: &Path, limit: usize) -> Result<String, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if bytes.len() > limit {
-        return Err(format!("{} is over {limit} bytes", path.display()));
-    }
+    let bytes = airlock_config::hostfs::read_regular_following(path, limit as u64)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8", path.display()))
 }
 

@@ -3,24 +3,31 @@
 //!
 //! - `readonly` (default): `.git` read-only; a generated gitconfig with the host's resolved
 //!   identity, excludes and attributes; no credentials, SSH or GPG.
-//! - `readwrite`: `.git` writable; the same gitconfig plus signing settings; `~/.ssh`, `~/.gnupg`,
-//!   `~/.git-credentials` read-only; the SSH agent socket forwarded.
-//! - `disabled`: no git config; `.git` writable except `.git/config`.
+//! - `readwrite`: `.git` is a layer ([`layer`]): git works as usual inside, but every write stays in
+//!   the sandbox's state, and when the session ends the commits are brought into the host
+//!   repository as `airlock/<branch>` ([`fetch`]), pure data, nothing of the sandbox's config or
+//!   hooks; plus signing settings, `~/.ssh`, `~/.gnupg`, `~/.git-credentials` read-only and the
+//!   SSH agent.
+//! - `disabled`: no git config; `.git` a layer as in `readwrite`.
 //!
-//! A writable `.git` is still mounted onto itself, so it is a mount point the sandbox cannot
-//! rename or replace.
-//!
-//! In every mode `.git/hooks` stays read-only unless `allow_hooks = true`: a hook planted by the
-//! agent would run on the host the next time the developer uses git. [`guard`] does the same for
-//! program-running keys written to `.git/config`.
+//! In every mode the sandbox sees `.git/config` without its secrets ([`sanitize`]), a `.git` file
+//! and the `.git` of every submodule read-only, and a hook dir named by the host's
+//! `core.hooksPath` inside the project as a throwaway overlay. Git metadata created or changed
+//! anywhere else in the project is quarantined when the session ends ([`quarantine`]).
 
-pub mod guard;
+pub mod fetch;
 pub mod identity;
+pub mod layer;
 pub mod linked;
+pub mod quarantine;
+pub mod sanitize;
+pub mod session;
+mod submodules;
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
 
-use airlock_sandbox::{ToolMount, ToolMountMode};
+use airlock_sandbox::{GeneratedFile, ToolMount, ToolMountMode};
 
 use crate::host::{HostView, PathState};
 use crate::settings::ToolConfig;
@@ -36,30 +43,24 @@ const KEYS: &[KeySpec] = &[
         name: "mode",
         kind: KeyKind::Choice(MODES),
         default: "\"readonly\"",
-        help: "readonly: .git read-only, identity only; readwrite: commits, SSH/GPG keys read-only, \
-               SSH agent; disabled: no git config, .git writable except config and hooks",
+        help: "readonly: .git read-only, identity only; readwrite: commits (kept in the sandbox, \
+               brought back as airlock/<branch> at exit), SSH/GPG keys read-only, SSH agent; \
+               disabled: no git config, commits as in readwrite",
     },
     KeySpec {
         name: "allow_hooks",
         kind: KeyKind::Bool,
         default: "false",
-        help: "let the sandbox write .git/hooks (hooks run on your host the next time you use git)",
+        help: "let the sandbox write the hook dir your core.hooksPath names in the project (its \
+               hooks run on your host the next time you use git)",
     },
     KeySpec {
         name: "trust_config_changes",
         kind: KeyKind::Bool,
         default: "false",
-        help: "keep program-running .git/config keys (core.fsmonitor, alias.x = !cmd, ...) the \
-               sandbox added, instead of reverting them at exit",
+        help: "no effect: .git/config written inside never reaches the host (kept for old configs)",
     },
 ];
-
-/// Whether a launch with these settings should run [`guard::guard_git_config`]: only `readwrite`
-/// leaves `.git/config` writable, and `trust_config_changes` opts out.
-pub fn wants_config_guard(settings: &crate::Settings) -> bool {
-    let git = settings.tool("git");
-    git.enabled && mode(&git) == "readwrite" && !git.flag("trust_config_changes", false)
-}
 
 /// The `mode` of a git tool config.
 pub fn mode(config: &ToolConfig) -> &str {
@@ -97,15 +98,29 @@ impl Tool for Git {
     fn extras(&self, ctx: &ToolContext) -> Extras {
         let mode = mode(ctx.config);
         let mut extras = Extras::default();
-        repository_mounts(ctx, mode, &mut extras);
+        let git = ctx.host.find_host_program("git", ctx.project);
+        let global = match &git {
+            Some(git) => identity::host_global_config(ctx.host, git, ctx.project)
+                .unwrap_or_else(|problem| {
+                    if mode != "disabled" {
+                        extras.warnings.push(format!(
+                            "tool git: cannot read your git config ({problem}); commits inside need --author"
+                        ));
+                    }
+                    BTreeMap::new()
+                }),
+            None => BTreeMap::new(),
+        };
+        repository_mounts(ctx, mode, &global, &mut extras);
         if mode == "disabled" {
             return extras;
         }
         let signing = mode == "readwrite";
-        match ctx.host.find_binary("git") {
-            Some(git) => identity::contribute(ctx.host, &git, ctx.project, signing, &mut extras),
+        match git {
+            Some(_) => identity::contribute(ctx.host, &global, signing, &mut extras),
             None => extras.warnings.push(
-                "tool git: no git on PATH to read your identity from; commits inside need --author"
+                "tool git: no git on PATH (outside the project and temp dirs) to read your identity \
+                 from; commits inside need --author"
                     .into(),
             ),
         }
@@ -127,97 +142,108 @@ fn readonly(path: &Path, is_dir: bool) -> ToolMount {
     }
 }
 
-/// `.git`, `.git/hooks` and `.git/config` per mode. For a linked worktree or a submodule, whose
-/// `.git` is a file, the git dir it names is what is mounted: the main repository's, or the
-/// submodule's under the superproject's `.git/modules` (see [`linked`]). A `.git` file is mounted
-/// read-only onto itself: a sandbox that could rewrite it could point the host's git at a git dir
-/// of its own making, hooks included.
-fn repository_mounts(ctx: &ToolContext, mode: &str, extras: &mut Extras) {
+/// The most a repository config may hold for airlock to read it.
+pub const CONFIG_BYTES: u64 = 4 << 20;
+
+/// The repository's `config` as the sandbox sees it, when it is a readable regular file.
+pub fn sanitized_config(git_dir: &Path) -> Option<String> {
+    let bytes = airlock_config::hostfs::read_regular(&git_dir.join("config"), CONFIG_BYTES).ok()?;
+    Some(sanitize::sanitize(&String::from_utf8_lossy(&bytes)))
+}
+
+/// `.git` per mode (read-only, or the layer), the sanitised config, a `.git` file and the
+/// submodules' `.git` read-only, and the host's hook dir when it lies in the project. For a
+/// linked worktree or a submodule, whose `.git` is a file, the git dir it names is what is
+/// mounted: the main repository's, or the submodule's under the superproject's `.git/modules`
+/// (see [`linked`]).
+fn repository_mounts(
+    ctx: &ToolContext,
+    mode: &str,
+    global: &BTreeMap<String, String>,
+    extras: &mut Extras,
+) {
     let repository = linked::repository(ctx.project);
-    if repository.is_git_file() {
+    let dot_git = ctx.project.join(".git");
+    if repository.is_git_file() && std::fs::symlink_metadata(&dot_git).is_ok_and(|m| m.is_file()) {
         extras
             .fixed_mounts
             .push(readonly(&ctx.project.join(".git"), false));
     }
-    let (git_dir, worktree_own) = match repository {
-        linked::Repository::None => return,
-        linked::Repository::Dir(dir) | linked::Repository::Submodule(dir) => (dir, None),
-        linked::Repository::Worktree { common, own } => (common, Some(own)),
-        linked::Repository::Unlinked(reason) => {
-            extras.warnings.push(format!(
-                "tool git: {reason}; no repository is mounted, so git inside finds none here"
-            ));
-            return;
+    if let linked::Repository::Unlinked(reason) = &repository {
+        extras.warnings.push(format!(
+            "tool git: {reason}; no repository is mounted, so git inside finds none here"
+        ));
+    }
+    for link in submodules::links(ctx.project) {
+        extras.fixed_mounts.push(readonly(&link.path, link.is_dir));
+    }
+    let git_dir = repository.common_dir().map(Path::to_path_buf);
+    if let Some(git_dir) = &git_dir {
+        if mode == "readonly" {
+            extras.fixed_mounts.push(readonly(git_dir, true));
+            if let Some(content) = sanitized_config(git_dir) {
+                extras.files.push(GeneratedFile {
+                    tool: "git".into(),
+                    target: git_dir.join("config"),
+                    content,
+                });
+            }
+        } else {
+            // The layer: writes stay in the sandbox's state; `session` seeds the sanitised config
+            // into it and brings the commits back at exit.
+            extras.fixed_mounts.push(ToolMount {
+                mode: ToolMountMode::Layer,
+                ..readonly(git_dir, true)
+            });
         }
-    };
-    if mode == "readonly" {
-        extras.fixed_mounts.push(readonly(&git_dir, true));
+    }
+    if ctx.config.flag("allow_hooks", false) {
         return;
     }
-    // Writable, but a mount point of its own: the sandbox cannot rename `.git` away and put a
-    // repository with its own hooks and config in its place.
-    extras.fixed_mounts.push(ToolMount {
-        mode: ToolMountMode::Readwrite,
-        ..readonly(&git_dir, true)
-    });
-    if !ctx.config.flag("allow_hooks", false) {
-        let hooks = git_dir.join("hooks");
-        // A read-only mount needs the directory; git itself creates it on init, and an empty one
-        // changes nothing for git on the host.
-        if !ctx.dry_run
-            && !hooks.exists()
-            && let Err(e) = std::fs::create_dir(&hooks)
-        {
-            extras.warnings.push(format!(
-                "tool git: cannot create {} ({e}) to mount it read-only; hooks written inside would run on your host",
-                hooks.display()
-            ));
+    let repo_config = git_dir
+        .as_deref()
+        .and_then(|dir| {
+            airlock_config::hostfs::read_regular(&dir.join("config"), CONFIG_BYTES).ok()
+        })
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default();
+    let hooks_path = sanitize::plain_value(&repo_config, "core", "hookspath")
+        .or_else(|| global.get("core.hookspath").cloned());
+    if let Some(dir) = hooks_path.and_then(|value| hooks_dir_in_project(ctx, &value)) {
+        match ctx.host.state(&dir) {
+            // Hooks written inside are discarded at exit: husky's install still works in here.
+            PathState::Dir => extras.fixed_mounts.push(ToolMount {
+                mode: ToolMountMode::Tmpoverlay,
+                ..readonly(&dir, true)
+            }),
+            _ => extras.host_executed.push(dir),
         }
-        if ctx.host.state(&hooks) == PathState::Dir {
-            extras.fixed_mounts.push(readonly(&hooks, true));
-        }
-    }
-    let config = git_dir.join("config");
-    if mode == "disabled" && ctx.host.state(&config) == PathState::File {
-        extras.fixed_mounts.push(readonly(&config, false));
-    }
-    // Read once, only to decide whether a missing `config.worktree` must be created.
-    let mentions_extension = std::fs::read(&config).is_ok_and(|bytes| {
-        String::from_utf8_lossy(&bytes)
-            .to_ascii_lowercase()
-            .contains("worktreeconfig")
-    });
-    for dir in std::iter::once(&git_dir).chain(worktree_own.as_ref()) {
-        worktree_config_mount(ctx, dir, mentions_extension, extras);
     }
 }
 
-/// `<dir>/config.worktree` read-only where the git dir is writable. git reads it when
-/// `extensions.worktreeConfig` is on, and keys written there (`core.fsmonitor`, ...) would run on
-/// the host like those in `.git/config`, out of the guard's sight. When the file is missing but
-/// the config mentions the extension at all (a plain text check: no git run at launch), an empty
-/// one is created first, as for hooks; enabling the extension from inside is reverted by the guard.
-fn worktree_config_mount(
-    ctx: &ToolContext,
-    dir: &Path,
-    mentions_extension: bool,
-    extras: &mut Extras,
-) {
-    let path = dir.join("config.worktree");
-    if !ctx.dry_run
-        && mentions_extension
-        && ctx.host.state(&path) == PathState::Missing
-        && let Err(e) = std::fs::File::create_new(&path)
-    {
-        extras.warnings.push(format!(
-            "tool git: cannot create {} ({e}) to mount it read-only; git config written there \
-             inside would apply on your host",
-            path.display()
-        ));
+/// The directory a `core.hooksPath` value names, when it lies inside the project (outside its
+/// `.git`, which is protected already). Relative values are relative to the worktree, as git
+/// reads them for a non-bare repository.
+fn hooks_dir_in_project(ctx: &ToolContext, value: &str) -> Option<PathBuf> {
+    let named = match value.strip_prefix("~/") {
+        Some(rest) => ctx.host.home.join(rest),
+        None => ctx.project.join(value),
+    };
+    let mut dir = PathBuf::new();
+    for part in named.components() {
+        match part {
+            Component::ParentDir => {
+                dir.pop();
+            }
+            Component::CurDir => {}
+            other => dir.push(other),
+        }
     }
-    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
-        extras.fixed_mounts.push(readonly(&path, false));
-    }
+    let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+    (dir.starts_with(ctx.project)
+        && dir != ctx.project
+        && !dir.starts_with(ctx.project.join(".git")))
+    .then_some(dir)
 }
 
 /// `SSH_AUTH_SOCK`, when it names a socket: the socket itself is bound (not its directory, which

@@ -21,6 +21,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         eprintln!("airlock: warning: {warning}");
     }
     let facts = HostFacts::gather(&paths, &cwd, &project, &loaded.profile);
+    // Before anything reads the project's `.git`: what a session that died left unchecked.
+    if !args.print_spec {
+        let state_root = paths.sandboxes_dir().join(state::sandbox_name(&project));
+        for message in airlock_tools::git::session::recover(&state_root, &project) {
+            eprintln!("airlock: {message}");
+        }
+    }
     let request = RunRequest {
         argv: args.command.clone(),
         network: args.network.map(|n| match n {
@@ -35,6 +42,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let settings = airlock_tools::Settings::from_profile(&loaded.profile, &catalog)?;
     let network = request.network.unwrap_or(loaded.profile.network);
     let view = airlock_tools::HostView::from_env(&facts.home);
+    if args.verbose {
+        for (dir, why) in view.skipped_path_entries(&project) {
+            eprintln!("airlock: PATH entry {dir} is not searched for host programs: {why}");
+        }
+    }
     let mut contrib = airlock_tools::plan_for(
         &catalog,
         &settings,
@@ -90,12 +102,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         log: spec.egress.as_ref().map(|e| e.log.clone()),
         proxy: None,
     };
-    let git_guard = airlock_tools::wants_config_guard(&settings)
-        .then(|| airlock_tools::guard_git_config(&spec.project));
+    let git = match begin_git(&mut spec, &contrib, &view, &settings) {
+        Ok(git) => git,
+        Err(e) => {
+            drop(lease);
+            let _ = session.close(created_now);
+            return Err(e);
+        }
+    };
     let launched = native::run(&spec, &mut gates);
     drop(lease);
-    if let Some(guard) = git_guard {
-        for message in guard.finish() {
+    if let Some(git) = git {
+        for message in git.finish() {
             eprintln!("airlock: {message}");
         }
     }
@@ -142,6 +160,26 @@ fn prepare_state(
     };
     state::prepare(&spec.prepare)?;
     Ok(lease)
+}
+
+/// The git tool's session (layer, marker), when the tool is enabled.
+fn begin_git(
+    spec: &mut airlock_sandbox::SandboxSpec,
+    contrib: &airlock_sandbox::Contributions,
+    view: &airlock_tools::HostView,
+    settings: &airlock_tools::Settings,
+) -> anyhow::Result<Option<airlock_tools::GitSession>> {
+    if !settings.tool("git").enabled {
+        return Ok(None);
+    }
+    let git = view.find_host_program("git", &spec.project);
+    let mut messages = Vec::new();
+    let session = airlock_tools::GitSession::begin(spec, contrib, git, &view.home, &mut messages)
+        .context("cannot prepare the git layer in the sandbox state")?;
+    for message in messages {
+        eprintln!("airlock: {message}");
+    }
+    Ok(Some(session))
 }
 
 /// Serves the egress proxy on the listener the sandbox hands over (proxy mode only).

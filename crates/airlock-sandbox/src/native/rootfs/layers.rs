@@ -36,7 +36,7 @@ pub(super) fn overlay(
     let lower_fd = sys::openat2(old, &rel, dir_flags, sys::RESOLVE_IN_ROOT)
         .map_err(fail("cannot open overlay lower dir", lower))?;
     let layers = match upper {
-        crate::spec::Upper::Persistent { dir } => {
+        crate::spec::Upper::Persistent { dir } | crate::spec::Upper::Owned { dir } => {
             let rel = relative(dir).map_err(fail("invalid overlay dir", dir))?;
             sys::openat2(old, &rel, dir_flags, sys::RESOLVE_IN_ROOT)
                 .map_err(fail("cannot open overlay dir", dir))?
