@@ -170,15 +170,22 @@ pub fn project_root(cwd: &Path, home: &Path) -> PathBuf {
     cwd.to_owned()
 }
 
-/// `.env` and `.env.*` regular files under `project`, sorted, symlinks ignored.
+/// `.env`, `.env.*` and `.envrc` regular files under `project`, sorted. A symlink with such a
+/// name (`web/.env -> ../secrets/dev.env`) stands for the project file it leads to, which is
+/// masked instead; one leading out of the project is absent inside anyway.
 pub fn find_env_files(project: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
-    scan(project, 1, &mut found);
+    scan(project, project, 1, &mut found);
     found.sort();
+    found.dedup();
     found
 }
 
-fn scan(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
+fn is_env_name(name: &str) -> bool {
+    name == ".env" || name.starts_with(".env.") || name == ".envrc"
+}
+
+fn scan(project: &Path, dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
@@ -188,11 +195,18 @@ fn scan(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
         };
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if kind.is_file() && (name == ".env" || name.starts_with(".env.")) {
+        if kind.is_file() && is_env_name(&name) {
             found.push(entry.path());
+        } else if kind.is_symlink() && is_env_name(&name) {
+            if let Ok(target) = fs::canonicalize(entry.path())
+                && target.starts_with(project)
+                && fs::symlink_metadata(&target).is_ok_and(|m| m.is_file())
+            {
+                found.push(target);
+            }
         } else if kind.is_dir() && depth < ENV_SCAN_DEPTH && !ENV_SCAN_SKIP.contains(&name.as_ref())
         {
-            scan(&entry.path(), depth + 1, found);
+            scan(project, &entry.path(), depth + 1, found);
         }
     }
 }
