@@ -92,9 +92,45 @@ pub struct Invocation<'a> {
     pub merge_stderr: bool,
 }
 
+/// The daemon's variables a host program gets, and no others: what a browser, an editor, a sound
+/// player or git needs to find the user's session and settings. Never the daemon's whole
+/// environment (askpass helpers, tokens, `GIT_*` of the shell that started it by hand).
+const HOST_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "XDG_RUNTIME_DIR",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_DATA_DIRS",
+    "XDG_CONFIG_DIRS",
+    "XDG_CURRENT_DESKTOP",
+    "XDG_SESSION_TYPE",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "BROWSER",
+    "PULSE_SERVER",
+    "TMPDIR",
+];
+
+/// A host program's command: started in `/` (never the daemon's working directory, which may be a
+/// project a sandbox can write, with a `.git` of its making), with a rebuilt environment.
 fn command(program: &Path, args: &[OsString], env: &[(&str, &str)]) -> Command {
     let mut cmd = Command::new(program);
     cmd.args(args)
+        .current_dir("/")
+        .env_clear()
+        .envs(
+            HOST_ENV
+                .iter()
+                .filter_map(|name| Some((*name, std::env::var_os(name)?))),
+        )
         .envs(env.iter().copied())
         .process_group(0)
         .kill_on_drop(true);

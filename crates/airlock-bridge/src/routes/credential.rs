@@ -81,7 +81,40 @@ pub fn decide(body: &[u8]) -> Result<(CredentialOp, String), String> {
     if request.input.contains('\0') {
         return Err("input contains a NUL byte".into());
     }
+    https_only(&request.input)?;
     Ok((op, request.input))
+}
+
+/// Only HTTPS credentials are served: the protocol named by every `protocol=` and `url=` line must
+/// be https, and one must be there. Other protocols (`ext::`, `file`, `ssh`) are refused before git
+/// runs; the reason names the protocol only when it is a plain word.
+fn https_only(input: &str) -> Result<(), String> {
+    let mut named = false;
+    for line in input.lines() {
+        let protocol = if let Some(value) = line.strip_prefix("protocol=") {
+            value
+        } else if let Some(value) = line.strip_prefix("url=") {
+            value.split_once("://").map_or("", |(scheme, _)| scheme)
+        } else {
+            continue;
+        };
+        named = true;
+        if !protocol.eq_ignore_ascii_case("https") {
+            let word = !protocol.is_empty()
+                && protocol.len() <= 16
+                && protocol
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'-');
+            let shown = if word { protocol } else { "(not a word)" };
+            return Err(format!(
+                "/credential: protocol {shown} is not allowed; only https credentials are served"
+            ));
+        }
+    }
+    if !named {
+        return Err("/credential: the input names no protocol; expected protocol=https".into());
+    }
+    Ok(())
 }
 
 pub async fn serve(body: &[u8]) -> Reply {
@@ -99,8 +132,18 @@ pub async fn serve(body: &[u8]) -> Reply {
         Invocation {
             program: &git,
             args: &args,
-            // The daemon has no terminal: git must never wait for one.
-            env: &[("GIT_TERMINAL_PROMPT", "0")],
+            // The daemon has no terminal: git must never wait for one, and never show the host's
+            // password dialog (askpass) with text a sandbox chose. No repository is found from
+            // `/`, and none above it.
+            env: &[
+                ("GIT_TERMINAL_PROMPT", "0"),
+                ("GIT_ASKPASS", ""),
+                ("SSH_ASKPASS", ""),
+                ("GIT_CEILING_DIRECTORIES", "/"),
+                ("GIT_CONFIG_COUNT", "1"),
+                ("GIT_CONFIG_KEY_0", "core.askPass"),
+                ("GIT_CONFIG_VALUE_0", ""),
+            ],
             stdin: Some(input.as_bytes()),
             timeout: TIMEOUT,
             output_cap: OUTPUT_CAP,
@@ -119,12 +162,30 @@ mod tests {
     fn ops_map_to_git_verbs() {
         let d = |op: &str| {
             decide(
-                serde_json::json!({"op": op, "input": "host=x\n"})
+                serde_json::json!({"op": op, "input": "protocol=https\nhost=x\n"})
                     .to_string()
                     .as_bytes(),
             )
         };
         assert_eq!(d("get").unwrap().0.git_verb(), "fill");
+        let p = |input: &str| {
+            decide(
+                serde_json::json!({"op": "get", "input": input})
+                    .to_string()
+                    .as_bytes(),
+            )
+        };
+        assert!(p("protocol=https\nhost=x\n").is_ok());
+        assert!(p("url=https://x.example/r.git\n").is_ok());
+        for bad in [
+            "host=x\n",
+            "protocol=http\nhost=x\n",
+            "protocol=ext\nhost=sh -c evil\n",
+            "protocol=https\nurl=file:///etc\n",
+        ] {
+            let e = p(bad).expect_err(bad);
+            assert!(e.starts_with("/credential: "), "{e}");
+        }
         assert_eq!(d("store").unwrap().0.git_verb(), "approve");
         assert_eq!(d("erase").unwrap().0.git_verb(), "reject");
         assert!(d("list").is_err());

@@ -1,6 +1,7 @@
 //! Every route's success path against the running daemon, checked at the fake host launchers.
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt as _;
 
 use base64::Engine as _;
 
@@ -201,7 +202,7 @@ fn the_audit_log_never_holds_a_secret() {
     w.start();
     let body = serde_json::json!({"op": "store", "input": "protocol=https\nhost=x\npassword=hunter2-input\n"});
     assert_eq!(w.post("/credential", &body.to_string()).0, 200);
-    let body = serde_json::json!({"op": "get", "input": "host=x\n"});
+    let body = serde_json::json!({"op": "get", "input": "protocol=https\nhost=x\n"});
     assert_eq!(w.post("/credential", &body.to_string()).0, 200);
     // Refused requests carrying secrets are not echoed either.
     let bad = r#"{"op":"get","input":"password=hunter2-bad","extra":"password=hunter2-bad"}"#;
@@ -226,5 +227,92 @@ fn the_audit_log_never_holds_a_secret() {
     assert!(
         log.contains("/credential rejected (malformed request"),
         "{log}"
+    );
+}
+
+/// H1 and M1 of the gates review: a daemon started by hand inside a project a sandbox can write
+/// (`git init` there, `credential.helper = !…`), with askpass helpers in its environment (KDE, VS
+/// Code terminals). The host's real git answers `/credential` from `/` with a rebuilt
+/// environment, so neither the planted helper nor an askpass dialog runs.
+#[test]
+fn credential_runs_git_in_root_without_the_daemons_askpass() {
+    let mut w = World::installed();
+    let git = ["/usr/bin/git", "/usr/local/bin/git"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+    let Some(git) = git else {
+        eprintln!("skipped: no git on the host");
+        return;
+    };
+    let ran = w.base().join("ran");
+    let script = w.base().join("evil.sh");
+    fs::write(
+        &script,
+        format!("#!/bin/sh\necho \"$0 $*\" >> {}\n", ran.display()),
+    )
+    .unwrap();
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    let run_git = |args: &[&str]| {
+        let out = std::process::Command::new(git)
+            .args(args)
+            .current_dir(&w.project)
+            .env("HOME", &w.home)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    };
+    run_git(&["init", "-q"]);
+    let helper = format!("!{}", script.display());
+    run_git(&["config", "credential.helper", &helper]);
+    let input = "protocol=https\nhost=forge.example\n\n";
+    // Control: what the daemon used to do (git in its cwd with its environment) runs both.
+    let control = std::process::Command::new(git)
+        .args(["credential", "fill"])
+        .current_dir(&w.project)
+        .env_clear()
+        .env("HOME", &w.home)
+        .env("PATH", "/usr/bin:/bin")
+        .env("GIT_ASKPASS", &script)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write as _;
+            child.stdin.take().unwrap().write_all(input.as_bytes())?;
+            child.wait()
+        });
+    assert!(control.is_ok());
+    let seen = fs::read_to_string(&ran).unwrap_or_default();
+    assert!(
+        seen.contains("get") && seen.contains("Username"),
+        "control: {seen:?}"
+    );
+    fs::remove_file(&ran).unwrap();
+
+    let mut cmd = w.daemon_command(0);
+    cmd.current_dir(&w.project)
+        .env("PATH", "/usr/bin:/bin")
+        .env("GIT_ASKPASS", &script)
+        .env("SSH_ASKPASS", &script);
+    w.start_with(cmd);
+    let body = serde_json::json!({"op": "get", "input": input}).to_string();
+    let (status, answer) = w.post("/credential", &body);
+    assert_eq!(status, 200, "{answer}");
+    let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    assert_ne!(answer["exit"], 0, "no helper and no prompt: git fails");
+    assert!(
+        !ran.exists(),
+        "a host program ran: {:?}",
+        fs::read_to_string(&ran)
+    );
+    // Other protocols never reach git.
+    let ext = serde_json::json!({"op": "get", "input": "protocol=ext\nhost=sh -c x\n"});
+    let (status, answer) = w.post("/credential", &ext.to_string());
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        answer.contains("only https credentials are served"),
+        "{answer}"
     );
 }
