@@ -82,7 +82,7 @@ impl BridgeFacts {
     pub fn gather(paths: &airlock_config::XdgPaths) -> BridgeFacts {
         let dir = paths.state_dir().join("bridge");
         BridgeFacts {
-            state_dir: dir.join("token").is_file().then_some(dir),
+            state_dir: (dir.join("token").is_file() && dir.join("run").is_dir()).then_some(dir),
             exe: std::env::current_exe()
                 .ok()
                 .and_then(|exe| fs::canonicalize(exe).ok()),

@@ -55,15 +55,30 @@ fn bridge_mounts_shims_and_gitconfig() {
             .position(|op| op.target() == Path::new(t))
             .unwrap()
     };
-    assert!(index("/run") < index("/run/airlock/bridge"));
+    assert!(index("/run") < index("/run/airlock/bridge/run"));
     // The state dir, socket dir included, is read-only: no sandbox can swap the daemon's socket.
     assert!(
         !spec.writable.iter().any(|p| p.starts_with("/run/airlock")),
         "{:?}",
         spec.writable
     );
-    assert!(spec.mounts.iter().any(|op| matches!(op,
-        MountOp::Bind { target, writable: false, .. } if target == Path::new("/run/airlock/bridge"))));
+    for bound in ["/run/airlock/bridge/token", "/run/airlock/bridge/run"] {
+        assert!(
+            spec.mounts.iter().any(|op| matches!(op,
+            MountOp::Bind { target, writable: false, .. } if target == Path::new(bound))),
+            "{bound}"
+        );
+    }
+    // Never the audit log (nor the whole state dir).
+    assert!(
+        !spec
+            .mounts
+            .iter()
+            .any(|op| op.target() == Path::new("/run/airlock/bridge")
+                || op.target().ends_with("log")),
+        "{:?}",
+        spec.mounts
+    );
 
     // Not installed: the shims are still there (xdg-open says how to install), nothing else.
     h.bridge.state_dir = None;
@@ -103,6 +118,6 @@ fn bridge_mounts_shims_and_gitconfig() {
     assert!(
         spec.mounts
             .iter()
-            .any(|op| op.target() == Path::new("/run/airlock/bridge"))
+            .any(|op| op.target() == Path::new("/run/airlock/bridge/run"))
     );
 }

@@ -68,7 +68,7 @@ pub async fn serve(body: &[u8]) -> Reply {
         Ok(url) => url,
         Err(reason) => return Reply::bad_request(reason),
     };
-    let fields = vec![("url", clip(url.as_str(), LONG_FIELD))];
+    let fields = vec![("url", clip(&loggable(&url), LONG_FIELD))];
     let result = match opener() {
         Ok((program, mut args)) => {
             args.push(url.as_str().into());
@@ -91,8 +91,27 @@ fn opener() -> Result<(std::path::PathBuf, Vec<OsString>), launcher::LaunchError
     }
 }
 
+/// What the audit log keeps of a URL: scheme, host, port and path. Userinfo (`user:pass@`), the
+/// query (`?access_token=`) and the fragment (`#id_token=`) carry secrets often enough to go.
+pub fn loggable(url: &url::Url) -> String {
+    let host = url.host_str().unwrap_or("");
+    match url.port() {
+        Some(port) => format!("{}://{host}:{port}{}", url.scheme(), url.path()),
+        None => format!("{}://{host}{}", url.scheme(), url.path()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn logged_urls_lose_userinfo_query_and_fragment() {
+        let url = url::Url::parse(
+            "https://u:SECRET@x.example:8443/cb?access_token=SECRET#id_token=SECRET",
+        )
+        .expect("url");
+        assert_eq!(super::loggable(&url), "https://x.example:8443/cb");
+    }
+
     use super::*;
 
     #[test]

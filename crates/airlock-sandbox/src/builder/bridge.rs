@@ -110,14 +110,17 @@ pub(super) fn plan(
     let Some(state_dir) = &host.bridge.state_dir else {
         return out;
     };
-    // Read-only, run/ included: connect() to a socket needs no write access to its mount, and a
-    // writable run/ would let one sandbox unlink the daemon's socket and put its own in its place,
-    // receiving the credential requests of every other sandbox.
-    out.ops.push(MountOp::Bind {
-        source: state_dir.clone(),
-        target: STATE_DIR.into(),
-        writable: false,
-    });
+    // Only the token and the socket dir, read-only: the audit log (every sandbox's URLs, paths
+    // and command arguments) stays out of every sandbox. connect() to a socket needs no write
+    // access to its mount, and a writable run/ would let one sandbox unlink the daemon's socket
+    // and put its own in its place, receiving the credential requests of every other sandbox.
+    for name in ["token", "run"] {
+        out.ops.push(MountOp::Bind {
+            source: state_dir.join(name),
+            target: Path::new(STATE_DIR).join(name),
+            writable: false,
+        });
+    }
     let opted_out = host
         .env
         .get("GIT_CREDENTIAL_BRIDGE")

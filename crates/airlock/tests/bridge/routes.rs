@@ -20,15 +20,25 @@ fn healthz_needs_no_token_and_reveals_nothing() {
 fn open_reaches_the_host_opener() {
     let mut w = World::installed();
     w.start();
-    let (status, _) = w.post("/open", r#"{"url":"https://example.com/x?y=1"}"#);
-    assert_eq!(status, 204);
-    assert_eq!(w.calls(), [["xdg-open", "https://example.com/x?y=1"]]);
-    assert!(
-        w.audit_log()
-            .contains("/open ok url=\"https://example.com/x?y=1\""),
-        "{}",
-        w.audit_log()
+    let (status, _) = w.post(
+        "/open",
+        r#"{"url":"https://u:SECRET1@example.com/x?access_token=SECRET2#id_token=SECRET3"}"#,
     );
+    assert_eq!(status, 204);
+    assert_eq!(
+        w.calls(),
+        [[
+            "xdg-open",
+            "https://u:SECRET1@example.com/x?access_token=SECRET2#id_token=SECRET3"
+        ]]
+    );
+    // The log keeps scheme, host and path: no userinfo, query or fragment.
+    let log = w.audit_log();
+    assert!(
+        log.contains("/open ok url=\"https://example.com/x\""),
+        "{log}"
+    );
+    assert!(!log.contains("SECRET"), "{log}");
 }
 
 #[test]
