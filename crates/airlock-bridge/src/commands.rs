@@ -206,8 +206,10 @@ fn refused_flag<'a>(command: &'a HostCommand, arg: &str) -> Option<&'a str> {
         .map(String::as_str)
         .find(|flag| {
             if let Some(long) = flag.strip_prefix("--") {
+                // getopt_long takes any unambiguous prefix: `--outp` is `--output`.
                 arg.strip_prefix("--").is_some_and(|rest| {
-                    rest == long || rest.strip_prefix(long).is_some_and(|r| r.starts_with('='))
+                    let name = rest.split_once('=').map_or(rest, |(name, _)| name);
+                    !name.is_empty() && long.starts_with(name)
                 })
             } else {
                 let letter = &flag[1..];
@@ -260,6 +262,9 @@ mod tests {
             &["status", "--output=x"],
             &["status", "--out", "x"],
             &["status", "--output"],
+            &["status", "--outp", "x"],
+            &["status", "--ou=x"],
+            &["status", "--o"],
             &["errors", "dom"],
             &["errors", "--since", "1m", "dom"],
         ] {

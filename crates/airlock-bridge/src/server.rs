@@ -59,6 +59,7 @@ where
             BridgeRoute::Edit => routes::edit::serve(&body).await,
             BridgeRoute::Credential => routes::credential::serve(&body).await,
             BridgeRoute::Command => routes::command::serve(&state.commands, &body).await,
+            BridgeRoute::Proximo => routes::command::serve_proximo(&state.commands, &body).await,
             BridgeRoute::Sound => routes::sound::serve(&body),
             BridgeRoute::Healthz => routes::healthz::serve(),
         },

@@ -42,6 +42,29 @@ pub fn decide<'t>(
     Ok((name.as_str(), command, request.args))
 }
 
+/// `/proximo`'s body: the verb, and its arguments when there are any.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProximoRequest {
+    command: String,
+    #[serde(default)]
+    args: Vec<String>,
+}
+
+/// `/proximo {"command": verb, "args"?}` served as `/command {"command": "proximo", "args":
+/// [verb, args…]}`: the same table, verbs, refused flags and log line.
+pub async fn serve_proximo(table: &CommandTable, body: &[u8]) -> Reply {
+    let request: ProximoRequest = match strict(body) {
+        Ok(request) => request,
+        Err(reason) => return Reply::bad_request(reason),
+    };
+    let args: Vec<String> = std::iter::once(request.command)
+        .chain(request.args)
+        .collect();
+    let body = serde_json::json!({"command": "proximo", "args": args}).to_string();
+    serve(table, body.as_bytes()).await
+}
+
 pub async fn serve(table: &CommandTable, body: &[u8]) -> Reply {
     let (name, command, args) = match decide(table, body) {
         Ok(decided) => decided,

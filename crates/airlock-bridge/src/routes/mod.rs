@@ -23,16 +23,20 @@ pub enum BridgeRoute {
     Edit,
     Credential,
     Command,
+    /// `/proximo {"command": verb, "args"?}`: toolbox's shims' spelling of `/command` for the
+    /// built-in `proximo`, under the same rules.
+    Proximo,
     Sound,
 }
 
 impl BridgeRoute {
-    pub const ALL: [BridgeRoute; 6] = [
+    pub const ALL: [BridgeRoute; 7] = [
         BridgeRoute::Healthz,
         BridgeRoute::Open,
         BridgeRoute::Edit,
         BridgeRoute::Credential,
         BridgeRoute::Command,
+        BridgeRoute::Proximo,
         BridgeRoute::Sound,
     ];
 
@@ -48,6 +52,7 @@ impl BridgeRoute {
             BridgeRoute::Edit => "/edit",
             BridgeRoute::Credential => "/credential",
             BridgeRoute::Command => "/command",
+            BridgeRoute::Proximo => "/proximo",
             BridgeRoute::Sound => "/sound",
         }
     }
@@ -58,16 +63,18 @@ impl BridgeRoute {
             BridgeRoute::Healthz => 0,
             BridgeRoute::Open | BridgeRoute::Edit => 9216,
             BridgeRoute::Credential => 64 * 1024,
-            BridgeRoute::Command => 16 * 1024,
+            BridgeRoute::Command | BridgeRoute::Proximo => 16 * 1024,
             BridgeRoute::Sound => 512 * 1024,
         }
     }
 
     pub const fn bucket(self) -> Bucket {
         match self {
-            BridgeRoute::Healthz | BridgeRoute::Open | BridgeRoute::Edit | BridgeRoute::Command => {
-                Bucket::Shared
-            }
+            BridgeRoute::Healthz
+            | BridgeRoute::Open
+            | BridgeRoute::Edit
+            | BridgeRoute::Command
+            | BridgeRoute::Proximo => Bucket::Shared,
             BridgeRoute::Credential => Bucket::Credential,
             BridgeRoute::Sound => Bucket::Sound,
         }
@@ -220,6 +227,6 @@ mod tests {
         for route in BridgeRoute::ALL {
             assert_eq!(BridgeRoute::from_path(route.path()), Some(route));
         }
-        assert_eq!(BridgeRoute::from_path("/proximo"), None);
+        assert_eq!(BridgeRoute::from_path("/proxim"), None);
     }
 }

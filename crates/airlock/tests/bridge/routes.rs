@@ -156,6 +156,19 @@ fn command_runs_proximo_and_a_configured_command() {
 }
 
 #[test]
+fn proximo_is_command_in_toolboxs_spelling() {
+    let mut w = World::installed();
+    w.start();
+    // toolbox's shims post /proximo {"command": verb}, args optional.
+    let (status, body) = w.post("/proximo", r#"{"command":"status"}"#);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(w.calls().last().unwrap(), &["proximo", "status"]);
+    let (status, body) = w.post("/proximo", r#"{"command":"up","args":["web"]}"#);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(w.calls().last().unwrap(), &["proximo", "up", "web"]);
+}
+
+#[test]
 fn sound_plays_the_bytes_from_a_temp_file_the_daemon_names() {
     let mut w = World::installed();
     w.start();
