@@ -70,18 +70,26 @@ impl Default for DaemonOptions {
 
 /// The host commands from the global config file (a missing file means the built-ins only).
 pub fn load_commands(config_file: &Path) -> Result<CommandTable, DaemonError> {
-    let entries = if config_file.exists() {
-        airlock_config::parse_file(config_file)
-            .map_err(|error| DaemonError::Config {
-                path: config_file.to_owned(),
-                error: Box::new(error),
-            })?
-            .bridge
-            .commands
-    } else {
-        Default::default()
-    };
-    CommandTable::from_config(&entries).map_err(|error| DaemonError::Command {
+    load_section(config_file).and_then(|section| commands_of(config_file, &section))
+}
+
+fn load_section(config_file: &Path) -> Result<airlock_config::BridgeSection, DaemonError> {
+    if !config_file.exists() {
+        return Ok(Default::default());
+    }
+    Ok(airlock_config::parse_file(config_file)
+        .map_err(|error| DaemonError::Config {
+            path: config_file.to_owned(),
+            error: Box::new(error),
+        })?
+        .bridge)
+}
+
+fn commands_of(
+    config_file: &Path,
+    section: &airlock_config::BridgeSection,
+) -> Result<CommandTable, DaemonError> {
+    CommandTable::from_config(&section.commands).map_err(|error| DaemonError::Command {
         path: config_file.to_owned(),
         error,
     })
@@ -100,7 +108,9 @@ pub fn run(
     std::fs::set_permissions(&paths.dir, std::fs::Permissions::from_mode(0o700))
         .map_err(io_error("cannot set mode 0700 on", &paths.dir))?;
     let token = Token::read(&paths.token())?;
-    let commands = load_commands(config_file)?;
+    let section = load_section(config_file)?;
+    let commands = commands_of(config_file, &section)?;
+    let shared_token = section.shared_token;
     let audit = AuditLog::open(&paths.log())
         .map_err(io_error("cannot open the audit log", &paths.log()))?;
     // One thread: the daemon is idle almost always, and a small footprint matters more.
@@ -135,6 +145,8 @@ pub fn run(
             audit,
             buckets: Buckets::default(),
             commands,
+            sessions: Some(paths.clone()),
+            shared_token,
         });
         server::serve(
             Arc::clone(&state),

@@ -9,17 +9,36 @@ use hyper::body::Body;
 use hyper::{Method, Request, StatusCode, header};
 
 use crate::routes::{BridgeRoute, Reply};
+use crate::scope::{self, SessionScope};
 use crate::state::BridgeState;
 
 /// How long the whole body may take to arrive.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Runs the gate for `route`; the body bytes when every check passed, else the refusal.
+/// Who is asking: a sandbox with its scope, or (with `[bridge] shared_token`) any holder of the
+/// install-time token.
+pub enum Caller {
+    Session(Box<SessionScope>),
+    Shared,
+}
+
+impl Caller {
+    /// The sandbox's scope; `None` for a shared-token caller, which routes serve unscoped.
+    pub fn scope(&self) -> Option<&SessionScope> {
+        match self {
+            Caller::Session(scope) => Some(scope),
+            Caller::Shared => None,
+        }
+    }
+}
+
+/// Runs the gate for `route`; the body bytes and the caller when every check passed, else the
+/// refusal.
 pub async fn admit<B>(
     state: &BridgeState,
     route: BridgeRoute,
     request: Request<B>,
-) -> Result<Bytes, Reply>
+) -> Result<(Bytes, Caller), Reply>
 where
     B: Body<Data = Bytes>,
     B::Error: std::error::Error + Send + Sync + 'static,
@@ -31,9 +50,9 @@ where
         ));
     }
     // Before the bucket, so a caller without the token cannot spend anyone's budget.
-    if !authorized(state, request.headers().get(header::AUTHORIZATION)) {
+    let Some(caller) = authorized(state, request.headers().get(header::AUTHORIZATION)) else {
         return Err(Reply::refuse(StatusCode::UNAUTHORIZED, "bad token"));
-    }
+    };
     if !state.buckets.take(route.bucket()) {
         return Err(Reply::refuse(
             StatusCode::TOO_MANY_REQUESTS,
@@ -44,19 +63,22 @@ where
             ),
         ));
     }
-    read_body(route.body_cap(), request.into_body()).await
+    let body = read_body(route.body_cap(), request.into_body()).await?;
+    Ok((body, caller))
 }
 
-fn authorized(state: &BridgeState, value: Option<&header::HeaderValue>) -> bool {
-    let Some(value) = value else { return false };
-    let bytes = value.as_bytes();
+fn authorized(state: &BridgeState, value: Option<&header::HeaderValue>) -> Option<Caller> {
+    let bytes = value?.as_bytes();
     // The scheme is case-insensitive (RFC 9110); the token is compared exactly.
-    match bytes.split_at_checked(7) {
-        Some((scheme, presented)) if scheme.eq_ignore_ascii_case(b"bearer ") => {
-            state.token.matches(presented)
-        }
-        _ => false,
+    let (scheme, presented) = bytes.split_at_checked(7)?;
+    if !scheme.eq_ignore_ascii_case(b"bearer ") {
+        return None;
     }
+    if state.shared_token && state.token.matches(presented) {
+        return Some(Caller::Shared);
+    }
+    let sessions = state.sessions.as_ref()?;
+    scope::lookup(sessions, presented).map(|scope| Caller::Session(Box::new(scope)))
 }
 
 /// Reads at most `cap` bytes: more is 413 (told apart from a malformed body, which is 400 later).

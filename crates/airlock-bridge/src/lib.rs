@@ -17,6 +17,7 @@ pub mod launcher;
 pub mod paths;
 pub mod rate;
 pub mod routes;
+pub mod scope;
 pub mod server;
 pub mod shims;
 pub mod state;

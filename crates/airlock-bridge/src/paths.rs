@@ -61,6 +61,11 @@ impl BridgePaths {
         self.dir.join("run")
     }
 
+    /// The session records of running sandboxes (0700; never mounted into a sandbox).
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.dir.join("sessions")
+    }
+
     /// The unix socket (0600).
     pub fn socket(&self) -> PathBuf {
         self.run_dir().join("bridge.sock")

@@ -54,15 +54,16 @@ where
     }
     let reply = match gate::admit(state, route, request).await {
         Err(refusal) => refusal,
-        Ok(body) => match route {
-            BridgeRoute::Open => routes::open::serve(&body).await,
-            BridgeRoute::Edit => routes::edit::serve(&body).await,
-            BridgeRoute::Credential => routes::credential::serve(&body).await,
+        Ok((body, caller)) => match route {
+            BridgeRoute::Open => routes::open::serve(&body, caller.scope()).await,
+            BridgeRoute::Edit => routes::edit::serve(&body, caller.scope()).await,
+            BridgeRoute::Credential => routes::credential::serve(&body, caller.scope()).await,
             BridgeRoute::Command => routes::command::serve(&state.commands, &body).await,
             BridgeRoute::Proximo => routes::command::serve_proximo(&state.commands, &body).await,
             BridgeRoute::Sound => routes::sound::serve(&body),
             BridgeRoute::Healthz => routes::healthz::serve(),
-        },
+        }
+        .from_sandbox(caller.scope()),
     };
     state
         .audit
@@ -229,6 +230,8 @@ mod tests {
             audit: AuditLog::discard(),
             buckets: Buckets::default(),
             commands: CommandTable::default(),
+            sessions: None,
+            shared_token: true,
         }
     }
 

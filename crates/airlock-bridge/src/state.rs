@@ -2,6 +2,7 @@
 
 use crate::audit::AuditLog;
 use crate::commands::CommandTable;
+use crate::paths::BridgePaths;
 use crate::rate::Buckets;
 use crate::token::Token;
 
@@ -12,4 +13,8 @@ pub struct BridgeState {
     pub audit: AuditLog,
     pub buckets: Buckets,
     pub commands: CommandTable,
+    /// Where the per-session records are (`None`: session tokens are not accepted).
+    pub sessions: Option<BridgePaths>,
+    /// `[bridge] shared_token`: the install-time token works too, with no sandbox scope.
+    pub shared_token: bool,
 }

@@ -132,6 +132,7 @@ impl Profile {
         // project file's `[bridge]`).
         if let Some((_, file)) = global {
             profile.bridge_commands = file.bridge.commands.keys().cloned().collect();
+            profile.bridge_credential_hosts = file.bridge.credential_hosts.clone();
         }
         for (origin, file) in [global, project].into_iter().flatten() {
             profile.apply(origin, &file.sandbox);

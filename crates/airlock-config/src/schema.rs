@@ -30,11 +30,20 @@ pub struct BridgeSection {
     /// `[bridge.commands.<name>]`: host commands a sandbox may run through the bridge's `/command`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub commands: BTreeMap<String, HostCommandEntry>,
+    /// `[bridge] shared_token`: also accept the install-time token, with no sandbox scope, from
+    /// any caller (toolbox containers, Docker Sandboxes, scripts). Default false: only the tokens
+    /// `airlock run` registers per session work.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub shared_token: bool,
+    /// `[bridge] credential_hosts`: hosts `/credential` answers for besides those the project's
+    /// git remotes name (still only where the sandbox's network policy reaches).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub credential_hosts: Vec<String>,
 }
 
 impl BridgeSection {
     pub fn is_empty(&self) -> bool {
-        self.commands.is_empty()
+        self.commands.is_empty() && !self.shared_token && self.credential_hosts.is_empty()
     }
 }
 
@@ -158,6 +167,8 @@ pub struct Profile {
     pub bridge: bool,
     /// The names of `[bridge.commands]` in the global file (each gets a shim inside).
     pub bridge_commands: Vec<String>,
+    /// `[bridge] credential_hosts` of the global file.
+    pub bridge_credential_hosts: Vec<String>,
     /// The `[network]` policy of the egress proxy (used in `proxy` mode).
     pub egress: EgressSettings,
     /// `[overlay] default`: how tool mounts behave unless a tool's `mount_mode` says otherwise.
@@ -176,6 +187,7 @@ impl Default for Profile {
             mounts: Vec::new(),
             bridge: true,
             bridge_commands: Vec::new(),
+            bridge_credential_hosts: Vec::new(),
             egress: EgressSettings::default(),
             overlay_default: crate::OverlayDefault::Split,
             tools: BTreeMap::new(),

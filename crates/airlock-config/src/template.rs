@@ -95,6 +95,14 @@ const INIT_TEMPLATE: &str = r#"# airlock configuration.
 # mount_mode = "overlay"
 # ignore_global_config = false
 
+# The bridge (global file only). Each sandbox gets a token of its own, scoped to its project,
+# home and network policy; shared_token = true also accepts the install-time token, unscoped,
+# from any caller (toolbox containers, Docker Sandboxes). credential_hosts: hosts /credential
+# answers for besides those the project's git remotes name.
+# [bridge]
+# shared_token = false
+# credential_hosts = ["git.example.com"]
+
 # Host commands a sandbox may run through the bridge (global file only; `proximo` is built in).
 # The first argument must be one of verbs; refused_flags are refused anywhere ("-o" also inside
 # "-jo"); refused lists "verb argument" pairs. The bridge daemon reads this when it starts.
@@ -315,6 +323,7 @@ mod tests {
             nested_namespaces: true,
             bridge: false,
             bridge_commands: Vec::new(),
+            bridge_credential_hosts: Vec::new(),
             mounts: vec![
                 ProfileMount {
                     path: "~/a b".into(),

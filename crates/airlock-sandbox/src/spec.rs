@@ -3,7 +3,7 @@
 //! Every backend consumes the same spec; every policy decision is tested by asserting on it.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use airlock_config::NetworkMode;
 use serde::{Deserialize, Serialize};
@@ -146,6 +146,24 @@ impl SandboxSpec {
                 }
             )
         })
+    }
+
+    /// Points the read-only bind at `target` to `source` instead (a file made for this session,
+    /// such as its bridge token). Returns whether there was such a bind.
+    pub fn rebind(&mut self, target: &Path, new_source: PathBuf) -> bool {
+        for op in &mut self.mounts {
+            if let MountOp::Bind {
+                source,
+                target: t,
+                writable: false,
+            } = op
+                && t == target
+            {
+                *source = new_source;
+                return true;
+            }
+        }
+        false
     }
 
     /// The overlay with an [`Upper::Owned`] layer: `(lower, target, layer dir)`.

@@ -117,12 +117,15 @@ fn https_only(input: &str) -> Result<(), String> {
     Ok(())
 }
 
-pub async fn serve(body: &[u8]) -> Reply {
+pub async fn serve(body: &[u8], scope: Option<&crate::scope::SessionScope>) -> Reply {
     let (op, input) = match decide(body) {
         Ok(decided) => decided,
         Err(reason) => return Reply::bad_request(reason),
     };
     let fields = vec![("op", op.name().to_owned())];
+    if let Some(Err(reason)) = scope.map(|s| s.allows_credential(&input)) {
+        return Reply::forbidden(reason).with_fields(fields);
+    }
     let git = match launcher::find("git") {
         Ok(git) => git,
         Err(e) => return Reply::failed(e.to_string()).with_fields(fields),

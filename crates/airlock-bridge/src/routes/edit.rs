@@ -88,7 +88,7 @@ pub fn clean_path(raw: &str) -> Result<PathBuf, String> {
     Ok(out)
 }
 
-pub async fn serve(body: &[u8]) -> Reply {
+pub async fn serve(body: &[u8], scope: Option<&crate::scope::SessionScope>) -> Reply {
     let (editor, path) = match decide(body) {
         Ok(decided) => decided,
         Err(reason) => return Reply::bad_request(reason),
@@ -97,6 +97,11 @@ pub async fn serve(body: &[u8]) -> Reply {
         ("editor", editor.command().to_owned()),
         ("path", clip(&path.to_string_lossy(), LONG_FIELD)),
     ];
+    let path = match scope.map(|s| s.allows_edit(&path)) {
+        Some(Ok(real)) => real,
+        Some(Err(reason)) => return Reply::forbidden(reason).with_fields(fields),
+        None => path,
+    };
     if std::fs::metadata(&path).is_err() {
         return Reply::bad_request(format!(
             "path {} does not exist on the host",

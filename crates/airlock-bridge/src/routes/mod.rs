@@ -4,7 +4,7 @@
 use hyper::StatusCode;
 use serde::de::DeserializeOwned;
 
-use crate::audit::Outcome;
+use crate::audit::{Outcome, clip};
 use crate::launcher::{self, Invocation};
 use crate::rate::Bucket;
 
@@ -148,6 +148,26 @@ impl Reply {
 
     pub fn with_fields(mut self, fields: Vec<(&'static str, String)>) -> Reply {
         self.fields = fields;
+        self
+    }
+
+    /// 403 `{"error": reason}`: the request is well formed, but this sandbox's scope does not
+    /// cover it. The reason names the rule and never quotes a secret.
+    pub fn forbidden(reason: impl Into<String>) -> Reply {
+        let reason = reason.into();
+        Reply {
+            status: StatusCode::FORBIDDEN,
+            body: ReplyBody::Json(serde_json::json!({ "error": reason })),
+            outcome: Outcome::Rejected(reason),
+            fields: Vec::new(),
+        }
+    }
+
+    /// Names the sandbox that asked in the audit line.
+    pub fn from_sandbox(mut self, scope: Option<&crate::scope::SessionScope>) -> Reply {
+        if let Some(scope) = scope {
+            self.fields.insert(0, ("sandbox", clip(&scope.sandbox, 64)));
+        }
         self
     }
 }

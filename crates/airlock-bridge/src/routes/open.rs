@@ -63,12 +63,15 @@ pub fn validate_url(raw: &str) -> Result<url::Url, String> {
     Ok(url)
 }
 
-pub async fn serve(body: &[u8]) -> Reply {
+pub async fn serve(body: &[u8], scope: Option<&crate::scope::SessionScope>) -> Reply {
     let url = match decide(body) {
         Ok(url) => url,
         Err(reason) => return Reply::bad_request(reason),
     };
     let fields = vec![("url", clip(&loggable(&url), LONG_FIELD))];
+    if let Some(Err(reason)) = scope.map(|s| s.allows_open(&url)) {
+        return Reply::forbidden(reason).with_fields(fields);
+    }
     let result = match opener() {
         Ok((program, mut args)) => {
             args.push(url.as_str().into());

@@ -188,6 +188,47 @@ fn strip_userinfo_in(text: &str) -> String {
     out
 }
 
+/// The hosts of the `remote.*.url` and `pushurl` values of a config text (`https://host/…`,
+/// `ssh://git@host/…`, `git@host:o/r`), lower-cased, without port or userinfo.
+pub fn remote_hosts(config: &str) -> Vec<String> {
+    let mut section = Section::default();
+    let mut hosts = Vec::new();
+    for line in config.lines() {
+        let trimmed = line.trim_start();
+        let rest = match trimmed.strip_prefix('[') {
+            Some(after) => match header_end(after) {
+                Some(end) => {
+                    section = Section::parse(&after[..end]);
+                    &after[end + 1..]
+                }
+                None => continue,
+            },
+            None => trimmed,
+        };
+        if section.name != "remote" || !matches!(key_name(rest).as_str(), "url" | "pushurl") {
+            continue;
+        }
+        let Some((_, value)) = rest.split_once('=') else {
+            continue;
+        };
+        let value = value.trim().trim_matches('"');
+        let authority = match value.split_once("://") {
+            Some((_, rest)) => rest.split('/').next().unwrap_or(""),
+            // scp-like `user@host:path`; a local path has no `:` before any `/`.
+            None => match value.split_once(':') {
+                Some((host, _)) if !host.contains('/') => host,
+                _ => continue,
+            },
+        };
+        let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        let host = host.split(':').next().unwrap_or(host).to_ascii_lowercase();
+        if !host.is_empty() && !hosts.contains(&host) {
+            hosts.push(host);
+        }
+    }
+    hosts
+}
+
 /// The last value of `<section>.<key>` (no subsection) as plainly written: `None` when absent,
 /// quoted, escaped or continued, so a value this reader cannot follow is never acted upon.
 pub fn plain_value(config: &str, section: &str, key: &str) -> Option<String> {
@@ -300,6 +341,18 @@ mod tests {
     fn comments_and_blank_lines_survive() {
         let config = "# top\n[core]\n\t; note\n\n\tbare = false\n";
         assert_eq!(sanitize(config), config);
+    }
+
+    #[test]
+    fn remote_hosts_are_read_from_every_url_form() {
+        let config = "[remote \"a\"]\n\turl = https://tok@GitHub.com/o/r.git\n\
+                      \tpushurl = ssh://git@gitlab.example:2222/o/r\n\
+                      [remote \"b\"]\n\turl = git@bitbucket.org:o/r.git\n\
+                      [remote \"c\"]\n\turl = /srv/repos/r.git\n[branch \"x\"]\n\turl = https://no.example/\n";
+        assert_eq!(
+            remote_hosts(config),
+            vec!["github.com", "gitlab.example", "bitbucket.org"]
+        );
     }
 
     #[test]

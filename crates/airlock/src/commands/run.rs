@@ -110,7 +110,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             return Err(e);
         }
     };
+    let bridge_grant = match register_bridge(&mut spec, &facts, &loaded.profile) {
+        Ok(grant) => grant,
+        Err(e) => {
+            drop(lease);
+            let _ = session.close(created_now);
+            return Err(e);
+        }
+    };
     let launched = native::run(&spec, &mut gates);
+    drop(bridge_grant);
     drop(lease);
     if let Some(git) = git {
         for message in git.finish() {
@@ -160,6 +169,67 @@ fn prepare_state(
     };
     state::prepare(&spec.prepare)?;
     Ok(lease)
+}
+
+/// Gives this sandbox a bridge token of its own, scoped to its project, home, network policy and
+/// the hosts its git remotes name, revoked when the returned grant is dropped.
+fn register_bridge(
+    spec: &mut airlock_sandbox::SandboxSpec,
+    facts: &HostFacts,
+    profile: &airlock_config::Profile,
+) -> anyhow::Result<Option<airlock_bridge::scope::SessionGrant>> {
+    let target = Path::new(airlock_sandbox::builder::bridge::STATE_DIR).join("token");
+    let Some(state_dir) = facts.bridge.state_dir.as_ref() else {
+        return Ok(None);
+    };
+    if !spec.mounts.iter().any(|op| op.target() == target) {
+        return Ok(None);
+    }
+    let mut credential_hosts = profile.bridge_credential_hosts.clone();
+    let repository = airlock_tools::git::linked::repository(&spec.project);
+    if let Some(git_dir) = repository.common_dir()
+        && let Ok(bytes) = airlock_config::hostfs::read_regular(
+            &git_dir.join("config"),
+            airlock_tools::git::CONFIG_BYTES,
+        )
+    {
+        credential_hosts.extend(airlock_tools::git::sanitize::remote_hosts(
+            &String::from_utf8_lossy(&bytes),
+        ));
+    }
+    let pid = std::process::id();
+    let scope = airlock_bridge::scope::SessionScope {
+        sandbox: spec.name.clone(),
+        project: spec.project.clone(),
+        home: spec.state_root.join("home"),
+        network: spec.network,
+        egress: spec
+            .egress
+            .as_ref()
+            .map(|e| airlock_bridge::scope::ScopeEgress {
+                settings: e.settings.clone(),
+                allow_hosts: e.allow_hosts.clone(),
+                deny_hosts: e.deny_hosts.clone(),
+            }),
+        credential_hosts,
+        pid,
+        started: airlock_bridge::scope::start_time(pid).unwrap_or(0),
+    };
+    let token_file = spec
+        .state_root
+        .join("bridge")
+        .join("tokens")
+        .join(pid.to_string());
+    let paths = airlock_bridge::BridgePaths::at(state_dir.clone());
+    let grant =
+        airlock_bridge::scope::register(&paths, &scope, &token_file).with_context(|| {
+            format!(
+                "cannot register this sandbox with the host bridge in {}",
+                paths.sessions_dir().display()
+            )
+        })?;
+    spec.rebind(&target, token_file);
+    Ok(Some(grant))
 }
 
 /// The git tool's session (layer, marker), when the tool is enabled.

@@ -108,6 +108,8 @@ impl World {
             .collect();
         fs::write(world.state.join("token"), format!("{token}\n")).unwrap();
         fs::set_permissions(world.state.join("token"), fs::Permissions::from_mode(0o600)).unwrap();
+        // The host-side route tests call with the install token; sandboxes get their own.
+        world.write_config("");
         world
     }
 
@@ -156,6 +158,19 @@ impl World {
 
     pub fn config_file(&self) -> PathBuf {
         self.home.join(".config/airlock/config.toml")
+    }
+
+    /// Writes the global config: `[bridge] shared_token = true` (so the install token works for
+    /// the host-side tests) followed by `extra`.
+    pub fn write_config(&self, extra: &str) {
+        let path = self.config_file();
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let shared = if extra.contains("[bridge]") {
+            extra.replacen("[bridge]", "[bridge]\nshared_token = true", 1)
+        } else {
+            format!("[bridge]\nshared_token = true\n{extra}")
+        };
+        fs::write(path, shared).unwrap();
     }
 
     /// The daemon command with the fakes first on PATH.

@@ -125,6 +125,7 @@ fn a_home_too_long_for_the_socket_path_means_tcp_only() {
     fs::copy(w.state.join("token"), state.join("token")).unwrap();
     w.home = long_home;
     w.state = state;
+    w.write_config("");
     // No --state-dir: the daemon derives it from the long HOME, as the unit would.
     let cmd = w.daemon_command_from_home(0);
     w.start_with(cmd);

