@@ -5,6 +5,7 @@
 use crate::harness::{Mode, Outcome};
 
 mod files;
+mod host_trust;
 mod kernel;
 mod lifecycle;
 mod network;
@@ -189,5 +190,46 @@ pub const CASES: &[Case] = &[
     Case {
         name: "refuse-home-project",
         run: lifecycle::refuse_home_project,
+    },
+    // Files the host trusts (git metadata, PATH, config reads)
+    Case {
+        name: "trust-submodule-gitdir-redirect",
+        run: host_trust::submodule_gitdir_redirect,
+    },
+    Case {
+        name: "trust-repo-created-inside",
+        run: host_trust::repo_created_inside,
+    },
+    Case {
+        name: "trust-commondir-redirect",
+        run: host_trust::commondir_redirect,
+    },
+    Case {
+        name: "trust-config-keys-readwrite",
+        run: host_trust::config_keys_readwrite,
+    },
+    Case {
+        name: "trust-commits-come-back-as-refs",
+        run: host_trust::commits_come_back_as_refs,
+    },
+    Case {
+        name: "trust-guard-symlink-race",
+        run: host_trust::guard_symlink_race,
+    },
+    Case {
+        name: "trust-path-planted-git",
+        run: host_trust::path_planted_git,
+    },
+    Case {
+        name: "trust-hookspath-in-project",
+        run: host_trust::hookspath_in_project,
+    },
+    Case {
+        name: "trust-config-secrets-hidden",
+        run: host_trust::config_secrets_hidden,
+    },
+    Case {
+        name: "trust-git-link-not-followed",
+        run: host_trust::git_link_not_followed,
     },
 ];

@@ -280,6 +280,19 @@ impl<'m> World<'m> {
         self.host_probe_with(&exe, action)
     }
 
+    /// Runs a host command the case built (`mode.command(..)`, `airlock_command`) to completion
+    /// with the run deadline, its output going to fresh log files. Its status is the caller's to
+    /// judge: an attack's host-side step may fail, a setup step must not.
+    pub fn run_host(&mut self, mut cmd: Command, described: String) -> Result<Run, Failure> {
+        let (out, err) = self.log_files()?;
+        cmd.stdout(fs::File::create(&out)?)
+            .stderr(fs::File::create(&err)?);
+        let child = cmd
+            .spawn()
+            .map_err(|e| fail(format!("could not start {described}: {e}")))?;
+        finish(child, described, &out, &err)
+    }
+
     /// Spawns a long `sleep` on the host as the mode's user (a process the sandbox must not reach).
     pub fn host_sleeper(&self) -> io::Result<Sleeper> {
         let mut cmd = self.mode.command(Path::new("/usr/bin/sleep"), &self.home);

@@ -84,3 +84,30 @@ pub(super) fn read_fd(fd: &str) -> Attempt {
     let shown = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned();
     Ok(format!("read fd {fd}: {} bytes {shown:?}", bytes.len()))
 }
+
+/// Keeps replacing `link` with a symlink to `target` (made beside it, then renamed over it) until
+/// `stop` exists, creating `ready` after the first attempt: a tight loop racing whatever the host
+/// does with `link` meanwhile. A refused swap is counted, not fatal (a defence may refuse it).
+pub(super) fn swap_symlink(target: &str, link: &str, ready: &str, stop: &str) -> Attempt {
+    let tmp = format!("{link}.swap");
+    let (mut swapped, mut refused) = (0u64, 0u64);
+    for round in 0u64.. {
+        let _ = fs::remove_file(&tmp);
+        let swap = std::os::unix::fs::symlink(target, &tmp).and_then(|()| fs::rename(&tmp, link));
+        if swap.is_ok() {
+            swapped += 1;
+        } else {
+            refused += 1;
+        }
+        if round == 0 {
+            fs::write(ready, "").map_err(|e| denial(format!("write {ready}"), &e))?;
+        }
+        if round % 16 == 0 && Path::new(stop).exists() {
+            break;
+        }
+    }
+    let _ = fs::remove_file(&tmp);
+    Ok(format!(
+        "replaced {link} with a symlink to {target} {swapped} times ({refused} refused)"
+    ))
+}

@@ -81,6 +81,7 @@ pub fn run(args: &[String]) -> i32 {
         ["stat", path] => fs::symlink_metadata(path)
             .map(|m| format!("{path} exists ({:?})", m.file_type()))
             .map_err(|e| denial(format!("stat {path}"), &e)),
+        ["swap-symlink", target, link, ready, stop] => swap_symlink(target, link, ready, stop),
         ["cwd"] => std::env::current_dir()
             .map(|d| format!("cwd={}", d.display()))
             .map_err(|e| denial("getcwd", &e)),
