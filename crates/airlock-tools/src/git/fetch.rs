@@ -155,6 +155,11 @@ pub fn bring_back(
     if inside.is_empty() {
         return Ok(Vec::new());
     }
+    // The host's git would block on a FIFO config, or follow a symlinked one.
+    let config = git_dir.join("config");
+    if std::fs::symlink_metadata(&config).is_ok_and(|m| !m.is_file()) {
+        return Err(format!("{} is not a regular file", config.display()));
+    }
     let host = host_refs(git, git_dir, home)?;
     let updates: Vec<BranchUpdate> = inside
         .into_iter()

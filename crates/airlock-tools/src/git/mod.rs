@@ -99,8 +99,18 @@ impl Tool for Git {
         let mode = mode(ctx.config);
         let mut extras = Extras::default();
         let git = ctx.host.find_host_program("git", ctx.project);
+        // The host's git runs in the project (for includeIf "gitdir:") only when its config is a
+        // plain file: a FIFO there would block it, a symlink would point it anywhere.
+        let config_is_plain = linked::repository(ctx.project)
+            .common_dir()
+            .is_none_or(|dir| config_is_plain(dir, &mut extras));
+        let run_in = if config_is_plain {
+            ctx.project
+        } else {
+            Path::new("/")
+        };
         let global = match &git {
-            Some(git) => identity::host_global_config(ctx.host, git, ctx.project)
+            Some(git) => identity::host_global_config(ctx.host, git, run_in)
                 .unwrap_or_else(|problem| {
                     if mode != "disabled" {
                         extras.warnings.push(format!(
@@ -139,6 +149,22 @@ fn readonly(path: &Path, is_dir: bool) -> ToolMount {
         target: path.to_path_buf(),
         mode: ToolMountMode::Readonly,
         is_dir,
+    }
+}
+
+/// Whether `<git dir>/config` is missing or a regular file; a warning when it is anything else.
+fn config_is_plain(git_dir: &Path, extras: &mut Extras) -> bool {
+    let path = git_dir.join("config");
+    match std::fs::symlink_metadata(&path) {
+        Ok(meta) if !meta.is_file() => {
+            extras.warnings.push(format!(
+                "tool git: {} is not a regular file; airlock does not read it and git inside \
+                 will not work here (replace it with a regular file)",
+                path.display()
+            ));
+            false
+        }
+        _ => true,
     }
 }
 

@@ -1,5 +1,6 @@
-//! Commits made inside come back to the host as `refs/remotes/airlock/*`, never as the host's own
-//! branches, also while a second session holds the project.
+//! Commits made inside come back to the host as `refs/remotes/airlock/*` (the checked-out branch
+//! fast-forwarded to them), and a second session beside the one owning the git layer cannot write
+//! the repository at all.
 
 use super::{Findings, Session, git_mode, host_git, inside, repo, world};
 use crate::check;
@@ -28,10 +29,10 @@ fn commit(
 
 /// `trust-commits-come-back-as-refs` (`readwrite`, a positive case): commits made inside on
 /// `main` and on a new `feature` branch appear on the host as `refs/remotes/airlock/main` and
-/// `refs/remotes/airlock/feature` (subjects `inside` and `f`), the host's `refs/heads/main` is
-/// unchanged, and airlock says so (`airlock/main`). A second session holding the project
-/// meanwhile writes a branch of its own in `.git`: it does not reach the host's `refs/heads`
-/// either, before or after that session ends.
+/// `refs/remotes/airlock/feature` (subjects `inside` and `f`), airlock says so (`airlock/main`),
+/// and the host's checked-out `main` is fast-forwarded to `airlock/main`. Then session B holds
+/// the layer and writes a branch: session C beside it cannot commit (told why), B's branch is not
+/// in the host's `refs/heads` while or after it runs, and comes back as `airlock/session-b`.
 pub fn commits_come_back_as_refs(mode: &Mode) -> Outcome {
     let mut w = world(mode)?;
     let project = w.project.clone();
@@ -39,16 +40,7 @@ pub fn commits_come_back_as_refs(mode: &Mode) -> Outcome {
     git_mode(&w, "readwrite")?;
     let main_before = commit(&mut w, "refs/heads/main")?
         .ok_or_else(|| fail("the fixture has no refs/heads/main"))?;
-
-    let b_script = "set -e\nc=$(git commit-tree -m from-b -p HEAD 'HEAD^{tree}')\n\
-                    git update-ref refs/heads/session-b \"$c\"\n: > b-ready\n\
-                    while [ ! -e b-stop ]; do sleep 0.05; done\n";
-    let mut b = Session::start(
-        &mut w,
-        b_script,
-        &project.join("b-ready"),
-        &project.join("b-stop"),
-    )?;
+    let main_before = Some(main_before);
 
     let a = inside(
         &mut w,
@@ -61,11 +53,6 @@ pub fn commits_come_back_as_refs(mode: &Mode) -> Outcome {
         "commits inside failed (readwrite mode must allow them):\n      {}",
         a.describe()
     );
-    check!(
-        b.running(),
-        "session B ended before session A did, so the sessions did not overlap"
-    );
-
     let mut f = Findings::default();
     for (branch, subject) in [("main", "inside"), ("feature", "f")] {
         let reference = format!("refs/remotes/airlock/{branch}");
@@ -75,15 +62,46 @@ pub fn commits_come_back_as_refs(mode: &Mode) -> Outcome {
             || format!("the host has no {reference} with subject {subject:?} after the session (found {found:?})"),
         );
     }
+    // main is the host's checked-out branch, nothing staged: it is fast-forwarded to what came
+    // back, so it holds the commit made inside, never anything else.
     let main_after = commit(&mut w, "refs/heads/main")?;
-    f.check(main_after.as_ref() == Some(&main_before), || {
-        format!("ESCAPE: the host's refs/heads/main moved from {main_before:?} to {main_after:?}")
+    let airlock_main = commit(&mut w, "refs/remotes/airlock/main")?;
+    f.check(main_after.is_some() && main_after == airlock_main, || {
+        format!("the host's main ({main_after:?}) is not airlock/main ({airlock_main:?}); it was {main_before:?}")
     });
     f.check(a.stderr.contains("airlock/main"), || {
         format!(
             "airlock did not say where the commits came back (airlock/main):\n      {}",
             a.describe()
         )
+    });
+    // Session B holds the layer while session C runs: C's .git is read-only (it says so), and
+    // nothing B writes reaches the host's refs/heads, before or after it ends.
+    let b_script = "set -e\nc=$(git commit-tree -m from-b -p HEAD 'HEAD^{tree}')\n\
+                    git update-ref refs/heads/session-b \"$c\"\n: > b-ready\n\
+                    while [ ! -e b-stop ]; do sleep 0.05; done\n";
+    let mut b = Session::start(
+        &mut w,
+        b_script,
+        &project.join("b-ready"),
+        &project.join("b-stop"),
+    )?;
+    let c = inside(
+        &mut w,
+        &project,
+        "git commit --allow-empty -q -m from-c; echo rc=$?\n",
+    )?;
+    f.check(
+        !c.stdout.contains("rc=0") && c.stderr.contains("read-only in this one"),
+        || {
+            format!(
+                "session C could commit beside session B, or was not told why not:\n      {}",
+                c.describe()
+            )
+        },
+    );
+    f.check(b.running(), || {
+        "session B ended before session C did".to_owned()
     });
     let b_branch = commit(&mut w, "refs/heads/session-b")?;
     f.check(b_branch.is_none(), || {
@@ -101,9 +119,13 @@ pub fn commits_come_back_as_refs(mode: &Mode) -> Outcome {
             b_run.describe()
         )
     });
-    let main_after = commit(&mut w, "refs/heads/main")?;
-    f.check(main_after.as_ref() == Some(&main_before), || {
-        format!("ESCAPE: the host's refs/heads/main moved from {main_before:?} to {main_after:?}")
+    // B owned the layer: its branch comes back as data, as airlock/session-b.
+    let b_back = commit(&mut w, "refs/remotes/airlock/session-b")?;
+    f.check(b_back.as_ref().is_some_and(|(_, s)| s == "from-b"), || {
+        format!(
+            "session B's branch did not come back as airlock/session-b: {b_back:?}\n      {}",
+            b_run.describe()
+        )
     });
     f.outcome()
 }
