@@ -50,11 +50,12 @@ fn untrusted_entry(dir: &str, untrusted: &[(PathBuf, &'static str)]) -> Option<&
         return Some("not an absolute path");
     }
     // A symlinked entry counts where it leads; one that does not resolve is searched as written.
-    let real = fs::canonicalize(dir).unwrap_or_else(|_| PathBuf::from(dir));
-    untrusted.iter().find_map(|(root, why)| {
-        let root_real = fs::canonicalize(root).unwrap_or_else(|_| root.clone());
-        (real.starts_with(&root_real) || Path::new(dir).starts_with(root)).then_some(*why)
-    })
+    let inside = |path: &Path| {
+        untrusted
+            .iter()
+            .find_map(|(root, why)| path.starts_with(root).then_some(*why))
+    };
+    inside(Path::new(dir)).or_else(|| fs::canonicalize(dir).ok().and_then(|real| inside(&real)))
 }
 
 impl PathState {
@@ -174,7 +175,7 @@ impl HostView {
             .collect()
     }
 
-    /// Directories a sandbox can write, as the host sees them.
+    /// Directories a sandbox can write, as the host sees them: each as written and resolved.
     fn untrusted_dirs(&self, project: &Path) -> Vec<(PathBuf, &'static str)> {
         let mut dirs = vec![
             (project.to_path_buf(), "inside the project"),
@@ -186,6 +187,14 @@ impl HostView {
         for tmp in ["/tmp", "/var/tmp", "/dev/shm"] {
             dirs.push((PathBuf::from(tmp), "in a shared temp directory"));
         }
+        let resolved: Vec<_> = dirs
+            .iter()
+            .filter_map(|(dir, why)| {
+                let real = fs::canonicalize(dir).ok()?;
+                (&real != dir).then_some((real, *why))
+            })
+            .collect();
+        dirs.extend(resolved);
         dirs
     }
 
