@@ -158,6 +158,32 @@ fn bad_connect_ports_and_malformed_lines_get_400() {
     proxy.finish();
 }
 
+#[test]
+fn a_head_with_bare_lf_line_ends_gets_400_at_once() {
+    let up = Upstream::start();
+    let p = up.port();
+    // The default header timeout (30 s): an answer well before it is the parser's, not the timeout's.
+    let proxy = open_proxy();
+    let mut s = proxy.connect();
+    let started = std::time::Instant::now();
+    s.write_all(
+        format!("GET http://allowed.test:{p}/hello HTTP/1.1\nHost: allowed.test:{p}\n\n")
+            .as_bytes(),
+    )
+    .unwrap();
+    // The client keeps its side open, as a real one waiting for an answer does.
+    let resp = read_to_end(&mut s);
+    let waited = started.elapsed();
+    assert_eq!(status_of(&resp), 400, "{resp}");
+    assert!(resp.contains("CRLF"), "{resp}");
+    assert!(
+        waited < ProxyConfig::default().header_timeout / 3,
+        "the refusal took {waited:?}"
+    );
+    assert_eq!(up.connections(), 0, "nothing reached the upstream");
+    proxy.finish();
+}
+
 fn short_timeouts() -> ProxyConfig {
     ProxyConfig {
         header_timeout: Duration::from_millis(200),

@@ -255,6 +255,79 @@ fn websocket_upgrade_relays_both_ways() {
     proxy.finish();
 }
 
+fn upgrade_head(p: u16, path: &str) -> String {
+    format!(
+        "GET http://allowed.test:{p}{path} HTTP/1.1\r\nHost: allowed.test:{p}\r\nConnection: Upgrade\r\n\
+         Upgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+}
+
+#[test]
+fn a_refused_upgrade_forwards_nothing_the_client_sent_after_the_head() {
+    let up = Upstream::start();
+    let p = up.port();
+    let proxy = open_proxy();
+    let mut s = proxy.connect();
+    // A second request riding behind the upgrade: forwarded, it would reach the server unchecked.
+    let smuggled = "GET /admin HTTP/1.1\r\nHost: evil.test\r\n\r\n";
+    s.write_all(format!("{}{smuggled}", upgrade_head(p, "/ws-refuse")).as_bytes())
+        .unwrap();
+    let resp = read_to_end(&mut s);
+    assert_eq!(status_of(&resp), 426, "{resp}");
+    assert!(resp.contains("Connection: close"), "{resp}");
+    let received = up.wait_received(1);
+    assert!(
+        received[0].after.is_empty(),
+        "forwarded after the head: {:?}",
+        String::from_utf8_lossy(&received[0].after)
+    );
+    assert_eq!(proxy.finish()[0].bytes_up, 0);
+}
+
+#[test]
+fn bytes_sent_before_the_101_wait_for_it() {
+    let up = Upstream::start();
+    let p = up.port();
+    let proxy = open_proxy();
+    let mut s = proxy.connect();
+    // Sent with the head, before any answer: only a server that agreed to switch may see them.
+    s.write_all(format!("{}early", upgrade_head(p, "/ws-held")).as_bytes())
+        .unwrap();
+    up.wait_heads(1);
+    up.release();
+    let mut reader = BufReader::new(s.try_clone().unwrap());
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        head.push_str(&line);
+        if line == "\r\n" || line.is_empty() {
+            break;
+        }
+    }
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    assert!(
+        head.contains("Upgrade: websocket\r\n") && head.contains("Connection: upgrade\r\n"),
+        "{head}"
+    );
+    // The server recorded what had arrived before it sent the 101.
+    let received = up.wait_received(1);
+    assert!(
+        received[0].before_switch.is_empty(),
+        "forwarded before the 101: {:?}",
+        String::from_utf8_lossy(&received[0].before_switch)
+    );
+    // After the 101 the early bytes go through, then the connection is a raw pipe.
+    let mut echo = [0u8; 5];
+    reader.read_exact(&mut echo).unwrap();
+    assert_eq!(&echo, b"early");
+    s.write_all(b"later").unwrap();
+    reader.read_exact(&mut echo).unwrap();
+    assert_eq!(&echo, b"later");
+    drop((reader, s));
+    proxy.finish();
+}
+
 #[test]
 fn upstream_sees_origin_form_and_no_proxy_headers() {
     let up = Upstream::start();

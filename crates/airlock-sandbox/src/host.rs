@@ -97,6 +97,11 @@ pub const SYSTEM_PATHS: &[&str] = &[
 
 /// The `/etc` entries a typical developer tool needs, and nothing secret (no shadow, no ssh host keys,
 /// no sudoers, no credentials).
+///
+/// TLS trust is listed file by file rather than as `/etc/ssl` and `/etc/pki`: those also hold private
+/// keys (`/etc/ssl/private`, `/etc/pki/tls/private`, RHEL's entitlement and consumer keys), which a
+/// sandbox running as root could read. What is left is what OpenSSL, GnuTLS, NSS and Java read for
+/// trust: the certificate directories and bundles, and OpenSSL's config with the files it includes.
 pub const ETC_ENTRIES: &[&str] = &[
     "/etc/alternatives",
     "/etc/bash.bashrc",
@@ -122,14 +127,25 @@ pub const ETC_ENTRIES: &[&str] = &[
     "/etc/nsswitch.conf",
     "/etc/os-release",
     "/etc/passwd",
-    "/etc/pki",
+    "/etc/pki/ca-trust",
+    "/etc/pki/java/cacerts",
+    "/etc/pki/tls/cert.pem",
+    "/etc/pki/tls/certs",
+    "/etc/pki/tls/ct_log_list.cnf",
+    "/etc/pki/tls/fips_local.cnf",
+    "/etc/pki/tls/openssl.cnf",
+    "/etc/pki/tls/openssl.d",
     "/etc/profile",
     "/etc/profile.d",
     "/etc/protocols",
     "/etc/resolv.conf",
     "/etc/services",
     "/etc/shells",
-    "/etc/ssl",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/ssl/cert.pem",
+    "/etc/ssl/certs",
+    "/etc/ssl/ct_log_list.cnf",
+    "/etc/ssl/openssl.cnf",
     "/etc/terminfo",
     "/etc/timezone",
     "/etc/xdg",
@@ -281,6 +297,35 @@ impl HostFacts {
             mount_sources,
             bridge: BridgeFacts::gather(paths),
             home,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etc_entries_never_cover_secrets() {
+        let secrets = [
+            "/etc/shadow",
+            "/etc/gshadow",
+            "/etc/sudoers",
+            "/etc/sudoers.d/admins",
+            "/etc/ssh/ssh_host_ed25519_key",
+            "/etc/ssl/private/ssl-cert-snakeoil.key",
+            "/etc/pki/tls/private/localhost.key",
+            "/etc/pki/entitlement/1234-key.pem",
+            "/etc/pki/consumer/key.pem",
+            "/etc/pki/CA/private/cakey.pem",
+        ];
+        for entry in ETC_ENTRIES {
+            for secret in secrets {
+                assert!(
+                    !Path::new(secret).starts_with(entry),
+                    "{entry} would bind {secret} into every sandbox"
+                );
+            }
         }
     }
 }

@@ -408,6 +408,17 @@ fn tls_passes_through_connect_untouched() {
         ),
     );
     assert_eq!(String::from_utf8_lossy(&o.stdout), "200", "{}", out(&o));
+    // Without --cacert curl checks against the system trust store the sandbox is given
+    // (/etc/ssl/certs): the test server's own certificate is not in it, so verification fails (60);
+    // a store curl could not load at all would be exit 77.
+    let o = w.sh(
+        &[],
+        &format!(
+            "curl -sS -o /dev/null https://allowed.test:{}/",
+            server.port
+        ),
+    );
+    assert_eq!(o.status.code(), Some(60), "{}", out(&o));
     let log = w.log();
     assert!(
         log.iter()

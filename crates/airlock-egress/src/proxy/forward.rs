@@ -23,14 +23,12 @@ pub(crate) async fn forward(
     entry: &Entry,
 ) -> io::Result<()> {
     let activity = Activity::new();
-    entry.up.fetch_add(leftover.len() as u64, Ordering::Relaxed);
     with_idle_timeout(&activity, ctx.config.idle_timeout, async {
         upstream.write_all(&req.upstream_head).await?;
         if req.upgrade {
-            // After `101 Switching Protocols` both sides speak the new protocol: relay raw bytes.
-            upstream.write_all(leftover).await?;
-            return relay::both_ways(client, &upstream, &entry.up, &entry.down, &activity).await;
+            return upgrade(client, &mut upstream, leftover, ctx, entry, &activity).await;
         }
+        entry.up.fetch_add(leftover.len() as u64, Ordering::Relaxed);
         let (client_read, mut client_write) = client.split();
         let (mut upstream_read, mut upstream_write) = upstream.split();
         let body = leftover.chain(Tracked::new(
@@ -54,6 +52,54 @@ pub(crate) async fn forward(
         received.and(sent).map(|_| ())
     })
     .await
+}
+
+/// An upgrade request (its head already sent): nothing more of the client's goes upstream until the
+/// server has answered `101 Switching Protocols`. Before that, what the client sends after the head
+/// could only be read as a second request on this connection (smuggled past the policy when the
+/// server refuses the switch); after it, both sides speak the new protocol and bytes flow raw.
+async fn upgrade(
+    client: &mut TcpStream,
+    upstream: &mut TcpStream,
+    leftover: &[u8],
+    ctx: &Ctx,
+    entry: &Entry,
+    activity: &Activity,
+) -> io::Result<()> {
+    {
+        let (_, mut client_write) = client.split();
+        let (mut upstream_read, _) = upstream.split();
+        let max_head = ctx.config.max_head_bytes;
+        let last = response::relay_heads(
+            &mut upstream_read,
+            &mut client_write,
+            max_head,
+            &entry.down,
+            activity,
+            true,
+        )
+        .await?;
+        if last.status != 101 {
+            // Refused: the rest of this one response, then the connection closes unused.
+            return response::relay_rest(
+                &mut upstream_read,
+                &mut client_write,
+                &last.pending,
+                &entry.down,
+                activity,
+            )
+            .await
+            .map(|_| ());
+        }
+        // Bytes of the new protocol that came with the 101.
+        client_write.write_all(&last.pending).await?;
+        entry
+            .down
+            .fetch_add(last.pending.len() as u64, Ordering::Relaxed);
+    }
+    upstream.write_all(leftover).await?;
+    entry.up.fetch_add(leftover.len() as u64, Ordering::Relaxed);
+    relay::both_ways(client, upstream, &entry.up, &entry.down, activity).await
 }
 
 /// Copies the request body from `src` as `framing` says, re-framing chunks in a normal form.

@@ -31,7 +31,8 @@ pub(crate) struct Forward {
     /// The request head for the upstream server, origin-form target, hop-by-hop headers removed.
     pub(crate) upstream_head: Vec<u8>,
     pub(crate) framing: Framing,
-    /// `Connection: upgrade` was asked for (websocket): after the head, bytes flow both ways raw.
+    /// `Connection: upgrade` was asked for (websocket) without a body: once the upstream answers
+    /// `101`, bytes flow both ways raw.
     pub(crate) upgrade: bool,
 }
 
@@ -67,7 +68,7 @@ pub(crate) async fn read_head<R: AsyncRead + Unpin>(
     let mut buf = Vec::with_capacity(4096);
     let read = async {
         loop {
-            if let Some(end) = head_end(&buf) {
+            if let Some(end) = head_end(&buf)? {
                 return Ok(end);
             }
             if buf.len() >= max_bytes {
@@ -106,8 +107,32 @@ pub(crate) async fn read_head<R: AsyncRead + Unpin>(
 }
 
 /// The length of the head (through the blank line), if the buffer holds all of it.
-fn head_end(buf: &[u8]) -> Option<usize> {
-    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
+///
+/// A line ended by a bare LF, or a CR not followed by LF, is refused as soon as it arrives: the
+/// blank line such a client sends is never CRLF CRLF, so waiting would only hold it until the header
+/// timeout; and front and back ends that disagree about line ends are where requests get smuggled.
+/// Bytes after the head (a body) are not looked at.
+fn head_end(buf: &[u8]) -> Result<Option<usize>, Refusal> {
+    for (i, &byte) in buf.iter().enumerate() {
+        let after_cr = i > 0 && buf[i - 1] == b'\r';
+        match byte {
+            b'\n' if !after_cr => {
+                return Err(Refusal::new(
+                    400,
+                    "a line of the request head ends in a bare LF; HTTP/1.1 needs CRLF line ends",
+                ));
+            }
+            b'\n' if i >= 3 && &buf[i - 3..=i] == b"\r\n\r\n" => return Ok(Some(i + 1)),
+            b'\r' if buf.get(i + 1).is_some_and(|&next| next != b'\n') => {
+                return Err(Refusal::new(
+                    400,
+                    "the request head has a CR not followed by LF; HTTP/1.1 needs CRLF line ends",
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(None)
 }
 
 /// Parses a complete head (`buf[..len]` ends with the blank line) into a request.
@@ -162,7 +187,11 @@ pub(crate) fn parse_request(
     if version == 1 || fields.host.is_some() {
         fields.check_host_header(&host, None, port)?;
     }
-    let upgrade = fields.upgrade.is_some() && fields.connection_has("upgrade");
+    let framing = fields.framing(version)?;
+    // An upgrade with a body is sent as a plain request (the Upgrade header dropped): the switch
+    // would have to happen after a body the proxy frames, and websocket and h2c handshakes have none.
+    let upgrade =
+        fields.upgrade.is_some() && fields.connection_has("upgrade") && framing == Framing::None;
     let upstream_head = rewrite(
         (&host, port),
         method,
@@ -176,7 +205,7 @@ pub(crate) fn parse_request(
         host,
         port,
         upstream_head,
-        framing: fields.framing(version)?,
+        framing,
         upgrade,
     }))
 }

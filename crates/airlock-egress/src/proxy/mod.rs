@@ -66,6 +66,28 @@ impl Default for ProxyConfig {
     }
 }
 
+/// Descriptors left to the rest of the supervisor when the connection cap is sized from the limit:
+/// its stdio, the launch socket, pidfd and signalfd, the decision log, tokio's epoll and eventfd,
+/// and a resolver socket or two, with room to spare.
+pub const RESERVED_FDS: u64 = 64;
+
+impl ProxyConfig {
+    /// The default config with the connection cap sized for a process whose soft `RLIMIT_NOFILE` is
+    /// `fd_limit`: every connection holds two descriptors (client and upstream), after
+    /// [`RESERVED_FDS`], and never more than the default cap. At least one connection is served.
+    pub fn for_fd_limit(fd_limit: u64) -> ProxyConfig {
+        let default = ProxyConfig::default();
+        let fit = fd_limit.saturating_sub(RESERVED_FDS) / 2;
+        let max_connections = usize::try_from(fit)
+            .unwrap_or(usize::MAX)
+            .clamp(1, default.max_connections);
+        ProxyConfig {
+            max_connections,
+            ..default
+        }
+    }
+}
+
 /// A running proxy. [`ProxyHandle::shutdown`] (or dropping the handle) stops it.
 pub struct ProxyHandle {
     stop: Option<oneshot::Sender<()>>,
@@ -101,7 +123,8 @@ impl Drop for ProxyHandle {
     }
 }
 
-/// Serves the proxy on `listener` with [`ProxyConfig::default`], appending decisions to `log`.
+/// Serves the proxy on `listener` with [`ProxyConfig::default`], appending decisions to `log`. A
+/// supervisor should rather use [`spawn_with`] and [`ProxyConfig::for_fd_limit`].
 pub fn spawn(
     listener: std::net::TcpListener,
     policy: EgressPolicy,
@@ -190,4 +213,22 @@ async fn serve(listener: tokio::net::TcpListener, ctx: Arc<Ctx>, mut stop: onesh
     let _ = tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} }).await;
     // Aborted tasks still log: their record is sent when it is dropped.
     tasks.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_connection_cap_fits_the_descriptor_limit() {
+        let cap = |limit| ProxyConfig::for_fd_limit(limit).max_connections;
+        let default = ProxyConfig::default().max_connections;
+        // The usual soft limit: 1024 descriptors hold 480 connections, not the default 1024.
+        assert_eq!(cap(1024), 480);
+        assert!(2 * cap(1024) as u64 + RESERVED_FDS <= 1024);
+        assert_eq!(cap(524_288), default);
+        assert_eq!(cap(u64::MAX), default);
+        assert_eq!(cap(0), 1);
+        assert_eq!(cap(RESERVED_FDS + 3), 1);
+    }
 }

@@ -24,6 +24,26 @@ pub(crate) async fn relay(
     down: &Arc<AtomicU64>,
     activity: &Activity,
 ) -> io::Result<u64> {
+    let last = relay_heads(upstream, client, max_head, down, activity, false).await?;
+    relay_rest(upstream, client, &last.pending, down, activity).await
+}
+
+/// The final response head, already passed to the client, and the bytes that came after it.
+pub(crate) struct FinalHead {
+    pub(crate) status: u16,
+    pub(crate) pending: Vec<u8>,
+}
+
+/// Passes the upstream's response heads to the client, rewritten, through the final one: the first
+/// that is not `1xx`, or a `101` when `upgrade` (the client asked to switch protocols).
+pub(crate) async fn relay_heads(
+    upstream: &mut ReadHalf<'_>,
+    client: &mut WriteHalf<'_>,
+    max_head: usize,
+    down: &Arc<AtomicU64>,
+    activity: &Activity,
+    upgrade: bool,
+) -> io::Result<FinalHead> {
     let mut pending = Vec::with_capacity(8 * 1024);
     loop {
         let end = loop {
@@ -41,24 +61,34 @@ pub(crate) async fn relay(
             activity.touch();
             pending.extend_from_slice(&chunk[..n]);
         };
-        let Some((status, head)) = rewrite(&pending[..end]) else {
+        let Some((status, head)) = rewrite(&pending[..end], upgrade) else {
             return bad_gateway(client, "an invalid response head").await;
         };
         client.write_all(&head).await?;
         down.fetch_add(head.len() as u64, Ordering::Relaxed);
         pending.drain(..end);
         // 1xx heads (100 Continue, 103 Early Hints) are followed by the real one.
-        if !(100..200).contains(&status) {
-            break;
+        if !(100..200).contains(&status) || (upgrade && status == 101) {
+            return Ok(FinalHead { status, pending });
         }
     }
-    client.write_all(&pending).await?;
-    down.fetch_add(pending.len() as u64, Ordering::Relaxed);
-    let rest = relay::one_way(upstream.as_ref(), client.as_ref(), down, activity).await?;
-    Ok(rest)
 }
 
-async fn bad_gateway(client: &mut WriteHalf<'_>, what: &str) -> io::Result<u64> {
+/// Sends `pending` to the client, then everything else the upstream sends until it closes.
+pub(crate) async fn relay_rest(
+    upstream: &mut ReadHalf<'_>,
+    client: &mut WriteHalf<'_>,
+    pending: &[u8],
+    down: &Arc<AtomicU64>,
+    activity: &Activity,
+) -> io::Result<u64> {
+    client.write_all(pending).await?;
+    down.fetch_add(pending.len() as u64, Ordering::Relaxed);
+    let rest = relay::one_way(upstream.as_ref(), client.as_ref(), down, activity).await?;
+    Ok(rest + pending.len() as u64)
+}
+
+async fn bad_gateway<T>(client: &mut WriteHalf<'_>, what: &str) -> io::Result<T> {
     let body = format!("airlock egress proxy: the upstream server sent {what}\n");
     let response = format!(
         "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -73,7 +103,9 @@ async fn bad_gateway(client: &mut WriteHalf<'_>, what: &str) -> io::Result<u64> 
 }
 
 /// The status and the head to send to the client, or `None` if it is not an HTTP/1.x response.
-pub(crate) fn rewrite(head: &[u8]) -> Option<(u16, Vec<u8>)> {
+/// A `101` to a request that asked to `upgrade` keeps its `Upgrade` header and says
+/// `Connection: upgrade`; every other final head says `Connection: close`.
+pub(crate) fn rewrite(head: &[u8], upgrade: bool) -> Option<(u16, Vec<u8>)> {
     let mut headers = vec![httparse::EMPTY_HEADER; MAX_RESPONSE_HEADERS];
     let mut response = httparse::Response::new(&mut headers);
     match response.parse(head) {
@@ -81,6 +113,7 @@ pub(crate) fn rewrite(head: &[u8]) -> Option<(u16, Vec<u8>)> {
         _ => return None,
     }
     let status = response.code?;
+    let switching = upgrade && status == 101;
     let reason = response.reason.unwrap_or("");
     let named: Vec<String> = response
         .headers
@@ -99,7 +132,7 @@ pub(crate) fn rewrite(head: &[u8]) -> Option<(u16, Vec<u8>)> {
             || (named.contains(&lower)
                 && lower != "content-length"
                 && lower != "transfer-encoding");
-        if hop {
+        if hop && !(switching && lower == "upgrade") {
             continue;
         }
         out.extend_from_slice(h.name.as_bytes());
@@ -107,7 +140,9 @@ pub(crate) fn rewrite(head: &[u8]) -> Option<(u16, Vec<u8>)> {
         out.extend_from_slice(h.value);
         out.extend_from_slice(b"\r\n");
     }
-    if !(100..200).contains(&status) {
+    if switching {
+        out.extend_from_slice(b"Connection: upgrade\r\n");
+    } else if !(100..200).contains(&status) {
         out.extend_from_slice(b"Connection: close\r\n");
     }
     out.extend_from_slice(b"\r\n");
@@ -123,6 +158,7 @@ mod tests {
         let (status, head) = rewrite(
             b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive, X-Hop\r\nKeep-Alive: timeout=5\r\n\
               X-Hop: 1\r\nProxy-Authenticate: Basic\r\nX-Kept: y\r\n\r\n",
+            false,
         )
         .unwrap();
         assert_eq!(status, 200);
@@ -130,11 +166,34 @@ mod tests {
             String::from_utf8(head).unwrap(),
             "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Kept: y\r\nConnection: close\r\n\r\n"
         );
-        let (status, head) = rewrite(b"HTTP/1.1 100 Continue\r\n\r\n").unwrap();
+        let (status, head) = rewrite(b"HTTP/1.1 100 Continue\r\n\r\n", false).unwrap();
         assert_eq!(
             (status, head.as_slice()),
             (100, &b"HTTP/1.1 100 Continue\r\n\r\n"[..])
         );
-        assert_eq!(rewrite(b"SSH-2.0-OpenSSH\r\n\r\n"), None);
+        assert_eq!(rewrite(b"SSH-2.0-OpenSSH\r\n\r\n", false), None);
+    }
+
+    #[test]
+    fn a_switch_keeps_its_upgrade_headers_only_when_asked_for() {
+        let switch =
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+                       Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
+        let (status, head) = rewrite(switch, true).unwrap();
+        assert_eq!(status, 101);
+        assert_eq!(
+            String::from_utf8(head).unwrap(),
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
+             Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\nConnection: upgrade\r\n\r\n"
+        );
+        let (_, head) = rewrite(switch, false).unwrap();
+        assert!(!String::from_utf8(head).unwrap().contains("pgrade"));
+        let refused =
+            b"HTTP/1.1 426 Upgrade Required\r\nUpgrade: websocket\r\nContent-Length: 0\r\n\r\n";
+        let (_, head) = rewrite(refused, true).unwrap();
+        assert_eq!(
+            String::from_utf8(head).unwrap(),
+            "HTTP/1.1 426 Upgrade Required\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
     }
 }

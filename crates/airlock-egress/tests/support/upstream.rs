@@ -13,12 +13,15 @@ pub struct Received {
     pub body: Vec<u8>,
     /// Bytes the server read after the request body (must stay empty: nothing is smuggled).
     pub after: Vec<u8>,
+    /// For `/ws-held`: bytes that had arrived after the head when the server sent its 101.
+    pub before_switch: Vec<u8>,
 }
 
 #[derive(Default)]
 struct Shared {
     received: Mutex<Vec<Received>>,
     connections: Mutex<usize>,
+    heads: Mutex<usize>,
     released: Mutex<bool>,
     release: Condvar,
 }
@@ -75,7 +78,16 @@ impl Upstream {
         *self.shared.connections.lock().unwrap()
     }
 
-    /// Lets `/sse` send its second event.
+    /// Waits until `n` request heads have been read (their records may still be incomplete).
+    pub fn wait_heads(&self, n: usize) {
+        let start = std::time::Instant::now();
+        while *self.shared.heads.lock().unwrap() < n {
+            assert!(start.elapsed() < super::DEADLINE, "no request head arrived");
+            thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// Lets `/sse` send its second event, and `/ws-held` its 101.
     pub fn release(&self) {
         *self.shared.released.lock().unwrap() = true;
         self.shared.release.notify_all();
@@ -96,6 +108,7 @@ fn serve(stream: TcpStream, shared: &Shared) {
             break;
         }
     }
+    *shared.heads.lock().unwrap() += 1;
     let lower = head.to_ascii_lowercase();
     let header = |name: &str| {
         lower.lines().find_map(|l| {
@@ -121,8 +134,34 @@ fn serve(stream: TcpStream, shared: &Shared) {
         head: head.clone(),
         body: body.clone(),
         after: Vec::new(),
+        before_switch: Vec::new(),
     };
+    if header("upgrade").is_some() && path == "/ws-refuse" {
+        // A server that will not switch: a complete response, then whatever follows it is recorded.
+        let _ = out.write_all(
+            b"HTTP/1.1 426 Upgrade Required\r\nUpgrade: websocket\r\nContent-Length: 0\r\n\r\n",
+        );
+        let _ = out.shutdown(std::net::Shutdown::Write);
+        let _ = reader.read_to_end(&mut record.after);
+        shared.received.lock().unwrap().push(record);
+        return;
+    }
     if header("upgrade").is_some() {
+        if path == "/ws-held" {
+            let mut released = shared.released.lock().unwrap();
+            while !*released {
+                released = shared.release.wait(released).unwrap();
+            }
+            drop(released);
+            record.before_switch = reader.buffer().to_vec();
+            let mut more = [0u8; 4096];
+            let socket = reader.get_ref();
+            socket.set_nonblocking(true).unwrap();
+            if let Ok(n) = socket.peek(&mut more) {
+                record.before_switch.extend_from_slice(&more[..n]);
+            }
+            socket.set_nonblocking(false).unwrap();
+        }
         out.write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
             .unwrap();
         shared.received.lock().unwrap().push(record);

@@ -13,6 +13,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
 
+use super::creds::{self, FdLimit};
 use super::{caps, landlock, net, rootfs, seccomp};
 use crate::spec::{MountOp, SandboxSpec};
 use airlock_config::NetworkMode;
@@ -32,6 +33,8 @@ pub struct ChildPlan {
     pub writable: Vec<PathBuf>,
     pub seccomp: seccomp::SeccompProgram,
     pub last_cap: u32,
+    /// The descriptor limit to give the workload (the supervisor raised its own).
+    pub fd_limit: Option<FdLimit>,
 }
 
 impl ChildPlan {
@@ -72,6 +75,7 @@ impl ChildPlan {
             writable: spec.writable.clone(),
             seccomp: seccomp::build(spec.seccomp),
             last_cap: caps::last_cap(),
+            fd_limit: None,
         })
     }
 }
@@ -254,6 +258,17 @@ fn workload(plan: &ChildPlan, sock: RawFd) -> ! {
         die(sock, &format!("cannot install the seccomp filter: {e}"));
     }
     close_inherited_fds();
+    if let Some(limit) = plan.fd_limit
+        && let Err(e) = creds::restore_fd_limit(limit)
+    {
+        die(
+            sock,
+            &format!(
+                "cannot restore the descriptor limit (soft {}, hard {}): {e}",
+                limit.soft, limit.hard
+            ),
+        );
+    }
     exec(plan)
 }
 

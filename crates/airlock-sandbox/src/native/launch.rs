@@ -10,6 +10,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 
 use super::child::{self, ChildPlan};
+use super::creds::{self, DroppedGroups};
 use super::sys::{self, Cloned};
 use crate::spec::SandboxSpec;
 
@@ -69,10 +70,14 @@ impl Gates for NoGates {
 
 /// Launches `spec` with the native backend and waits for its workload.
 ///
+/// Raises this process's descriptor limit to the hard limit first (for the egress proxy the gates
+/// serve); the workload gets the limit this process had.
+///
 /// Must be called while the process is single-threaded (the child allocates after the clone); the
 /// gates may start threads, since they are called after the clone.
 pub fn run(spec: &SandboxSpec, gates: &mut dyn Gates) -> Result<Outcome, LaunchError> {
-    let plan = ChildPlan::new(spec).map_err(LaunchError::Plan)?;
+    let mut plan = ChildPlan::new(spec).map_err(LaunchError::Plan)?;
+    plan.fd_limit = creds::raise_fd_limit();
     let (parent_end, child_end) = socketpair(
         AddressFamily::Unix,
         SockType::SeqPacket,
@@ -113,13 +118,18 @@ fn clone_and_wait(
     child_end: OwnedFd,
     gates: &mut dyn Gates,
 ) -> Result<Outcome, LaunchError> {
+    let groups = DroppedGroups::for_clone().map_err(LaunchError::Start)?;
     // SAFETY: the caller guarantees a single-threaded process; the child never returns.
     let cloned = unsafe { sys::clone_process(namespaces(spec)) };
+    if let Ok(Cloned::Child) = cloned {
+        drop(parent_end);
+        child::main(plan, child_end)
+    }
+    if let Some(groups) = groups {
+        groups.restore();
+    }
     let (pid, pidfd) = match cloned {
-        Ok(Cloned::Child) => {
-            drop(parent_end);
-            child::main(plan, child_end)
-        }
+        Ok(Cloned::Child) => unreachable!("the child never returns from child::main"),
         Ok(Cloned::Parent { pid, pidfd }) => (pid, pidfd),
         Err(e) => {
             return Err(match e.raw_os_error() {

@@ -2,10 +2,12 @@
 //!
 //! The order of a launch is fixed in `shared/design/NATIVE-BACKEND.md`; each step lives in one module:
 //! `launch` (parent: clone, id maps, supervision), `child` (init and the workload's last steps),
-//! `rootfs` (mounts and pivot_root), `net`, `caps`, `landlock`, `seccomp`, and `sys` (raw calls).
+//! `rootfs` (mounts and pivot_root), `net`, `caps`, `landlock`, `seccomp`, `creds` (groups and the
+//! descriptor limit around the clone), and `sys` (raw calls).
 
 pub mod caps;
 mod child;
+mod creds;
 #[cfg(test)]
 mod forked;
 pub mod landlock;

@@ -1,11 +1,18 @@
 //! The sandbox's seccomp filter: a small classic-BPF program, built as data and installed last before exec.
 //!
 //! We write the BPF by hand rather than use a crate because we need three things exactly: an x32 range
-//! check, a masked 32-bit comparison of ioctl requests, and flag-bit tests on clone/unshare.
+//! check, masked 32-bit comparisons of ioctl requests and socket families, and flag-bit tests on
+//! clone/unshare. What it refuses is data, in `rules`.
 
 use std::io;
 
 use crate::spec::SeccompPolicy;
+
+mod rules;
+
+use rules::{
+    AF_NETLINK, ALLOWED_FAMILIES, ALLOWED_NETLINK, ALWAYS_DENIED, DENIED_IOCTLS, MOUNT_FAMILY,
+};
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 compile_error!("the seccomp filter only knows the x86_64 and aarch64 system call ABIs");
@@ -21,10 +28,6 @@ const AUDIT_ARCH: u32 = 0xC000_00B7;
 // leave every x32 alias open.
 #[cfg(target_arch = "x86_64")]
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
-
-// open_tree_attr (Linux 6.15) is open_tree plus mount_setattr; libc does not name it yet. New system calls
-// share one number on every architecture.
-const SYS_OPEN_TREE_ATTR: libc::c_long = 467;
 
 // Offsets into `struct seccomp_data`: nr, arch, instruction_pointer, then six 64-bit args. Both targets
 // are little-endian, so an argument's low 32 bits are the first word of its slot.
@@ -52,40 +55,6 @@ const NS_FLAGS_CLONE: u32 = (libc::CLONE_NEWNS
     | libc::CLONE_NEWCGROUP) as u32;
 // CLONE_NEWTIME (0x80) lies in clone's exit-signal byte, so only unshare (and clone3) can request it.
 const NS_FLAGS_UNSHARE: u32 = NS_FLAGS_CLONE | libc::CLONE_NEWTIME as u32;
-
-/// System calls that fail with EPERM whatever the policy: kernel keyrings, BPF, perf, userfaultfd, kernel
-/// modules and kexec, and file handles (open_by_handle_at walks around the mount namespace).
-const ALWAYS_DENIED: &[(&str, libc::c_long)] = &[
-    ("keyctl", libc::SYS_keyctl),
-    ("add_key", libc::SYS_add_key),
-    ("request_key", libc::SYS_request_key),
-    ("bpf", libc::SYS_bpf),
-    ("perf_event_open", libc::SYS_perf_event_open),
-    ("userfaultfd", libc::SYS_userfaultfd),
-    ("kexec_load", libc::SYS_kexec_load),
-    ("kexec_file_load", libc::SYS_kexec_file_load),
-    ("init_module", libc::SYS_init_module),
-    ("finit_module", libc::SYS_finit_module),
-    ("delete_module", libc::SYS_delete_module),
-    ("open_by_handle_at", libc::SYS_open_by_handle_at),
-];
-
-/// The mount family and setns: denied unless the policy allows nested namespaces.
-const MOUNT_FAMILY: &[(&str, libc::c_long)] = &[
-    ("mount", libc::SYS_mount),
-    ("umount2", libc::SYS_umount2),
-    ("pivot_root", libc::SYS_pivot_root),
-    ("chroot", libc::SYS_chroot),
-    ("move_mount", libc::SYS_move_mount),
-    ("open_tree", libc::SYS_open_tree),
-    ("open_tree_attr", SYS_OPEN_TREE_ATTR),
-    ("fsopen", libc::SYS_fsopen),
-    ("fsconfig", libc::SYS_fsconfig),
-    ("fsmount", libc::SYS_fsmount),
-    ("fspick", libc::SYS_fspick),
-    ("mount_setattr", libc::SYS_mount_setattr),
-    ("setns", libc::SYS_setns),
-];
 
 /// A compiled seccomp filter, ready to install in the workload just before `execve`.
 #[derive(Debug, Clone)]
@@ -158,7 +127,7 @@ const fn ret(action: u32) -> libc::sock_filter {
 /// Every block either returns or falls through with the system call number still in the accumulator, so
 /// all jumps are short and forward.
 pub fn build(policy: SeccompPolicy) -> SeccompProgram {
-    let mut p = Vec::with_capacity(80);
+    let mut p = Vec::with_capacity(128);
 
     // Another ABI (i386 via int 0x80, arm32) has another numbering: nothing below would mean anything.
     p.push(load(OFFSET_ARCH));
@@ -185,14 +154,8 @@ pub fn build(policy: SeccompPolicy) -> SeccompProgram {
         p.push(ret(RET_EPERM));
     }
 
-    // The kernel reads the request as 32 bits, so a 64-bit comparison is bypassed by setting high bits:
-    // load only the low word.
-    p.push(jump(libc::BPF_JEQ, libc::SYS_ioctl as u32, 0, 5));
-    p.push(load(offset_arg_low(1)));
-    p.push(jump(libc::BPF_JEQ, libc::TIOCSTI as u32, 2, 0));
-    p.push(jump(libc::BPF_JEQ, libc::TIOCLINUX as u32, 1, 0));
-    p.push(ret(RET_ALLOW));
-    p.push(ret(RET_EPERM));
+    ioctl_rules(&mut p);
+    socket_rules(&mut p);
 
     if !policy.nested_namespaces {
         // Flags are the first argument of both calls on x86_64 and aarch64, and are an int to the kernel.
@@ -212,18 +175,89 @@ pub fn build(policy: SeccompPolicy) -> SeccompProgram {
     SeccompProgram(p)
 }
 
+/// The jump offset from the instruction at `from` to the one at `to` (both absolute indices).
+fn skip(from: usize, to: usize) -> u8 {
+    u8::try_from(to - from - 1).expect("the filter's blocks are shorter than 256 instructions")
+}
+
+/// ioctl: the requests of [`DENIED_IOCTLS`] fail with EPERM, everything else is allowed.
+///
+/// The kernel reads the request as 32 bits, so a 64-bit comparison is bypassed by setting high bits:
+/// load only the low word.
+fn ioctl_rules(p: &mut Vec<libc::sock_filter>) {
+    // load, one test per request, allow, deny.
+    let body = 1 + DENIED_IOCTLS.len() + 2;
+    p.push(jump(libc::BPF_JEQ, libc::SYS_ioctl as u32, 0, body as u8));
+    let deny = p.len() + body - 1;
+    p.push(load(offset_arg_low(1)));
+    for &(_, request) in DENIED_IOCTLS {
+        p.push(jump(libc::BPF_JEQ, request, skip(p.len(), deny), 0));
+    }
+    p.push(ret(RET_ALLOW));
+    p.push(ret(RET_EPERM));
+}
+
+/// socket and socketpair: the families of [`ALLOWED_FAMILIES`], and AF_NETLINK with the protocols of
+/// [`ALLOWED_NETLINK`], are allowed; anything else fails with EPERM. The family (first argument) and
+/// the protocol (third) are ints to the kernel: only the low words are compared.
+fn socket_rules(p: &mut Vec<libc::sock_filter>) {
+    // load family, one test per family, the netlink test, load protocol, one test per protocol,
+    // deny, allow.
+    let body = 1 + ALLOWED_FAMILIES.len() + 2 + ALLOWED_NETLINK.len() + 2;
+    p.push(jump(libc::BPF_JEQ, libc::SYS_socket as u32, 1, 0));
+    p.push(jump(
+        libc::BPF_JEQ,
+        libc::SYS_socketpair as u32,
+        0,
+        body as u8,
+    ));
+    let (deny, allow) = (p.len() + body - 2, p.len() + body - 1);
+    p.push(load(offset_arg_low(0)));
+    for &(_, family) in ALLOWED_FAMILIES {
+        p.push(jump(libc::BPF_JEQ, family, skip(p.len(), allow), 0));
+    }
+    p.push(jump(libc::BPF_JEQ, AF_NETLINK, 0, skip(p.len(), deny)));
+    p.push(load(offset_arg_low(2)));
+    for &(_, protocol) in ALLOWED_NETLINK {
+        p.push(jump(libc::BPF_JEQ, protocol, skip(p.len(), allow), 0));
+    }
+    p.push(ret(RET_EPERM));
+    p.push(ret(RET_ALLOW));
+    debug_assert_eq!(p.len(), allow + 1);
+}
+
 /// What the filter refuses under `policy`, for documentation and `airlock doctor`. Argument-dependent
 /// denials are written as `call(ARGUMENT)`.
-pub fn denied_syscall_names(policy: SeccompPolicy) -> Vec<&'static str> {
+pub fn denied_syscall_names(policy: SeccompPolicy) -> Vec<String> {
     let mut names = Vec::new();
     #[cfg(target_arch = "x86_64")]
-    names.push("x32 system calls");
-    names.push("clone3 (ENOSYS)");
-    names.extend(ALWAYS_DENIED.iter().map(|&(name, _)| name));
-    names.extend(["ioctl(TIOCSTI)", "ioctl(TIOCLINUX)"]);
+    names.push("x32 system calls".to_owned());
+    names.push("clone3 (ENOSYS)".to_owned());
+    names.extend(ALWAYS_DENIED.iter().map(|&(name, _)| name.to_owned()));
+    names.extend(
+        DENIED_IOCTLS
+            .iter()
+            .map(|&(name, _)| format!("ioctl({name})")),
+    );
+    let listed = |list: &[(&str, u32)]| {
+        list.iter()
+            .map(|&(name, _)| name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for call in ["socket", "socketpair"] {
+        names.push(format!(
+            "{call}(any family but {}, AF_NETLINK with {})",
+            listed(ALLOWED_FAMILIES),
+            listed(ALLOWED_NETLINK)
+        ));
+    }
     if !policy.nested_namespaces {
-        names.extend(MOUNT_FAMILY.iter().map(|&(name, _)| name));
-        names.extend(["unshare(CLONE_NEW*)", "clone(CLONE_NEW*)"]);
+        names.extend(MOUNT_FAMILY.iter().map(|&(name, _)| name.to_owned()));
+        names.extend([
+            "unshare(CLONE_NEW*)".to_owned(),
+            "clone(CLONE_NEW*)".to_owned(),
+        ]);
     }
     names
 }

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use airlock_config::{NetworkMode, XdgPaths};
-use airlock_egress::{EgressPolicy, ProxyHandle};
+use airlock_egress::{EgressPolicy, ProxyConfig, ProxyHandle};
 use airlock_sandbox::native::{self, LaunchError, Outcome};
 use airlock_sandbox::state::{self, CloseOutcome};
 use airlock_sandbox::{HostFacts, RunRequest, host};
@@ -268,7 +268,12 @@ impl native::Gates for EgressGate {
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         }
-        let proxy = airlock_egress::spawn(listener, policy, log).map_err(|e| e.to_string())?;
+        // native::run raised the soft descriptor limit before the clone; size the cap from what it got.
+        let fd_limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+            .map_or(1024, |(soft, _)| soft);
+        let config = ProxyConfig::for_fd_limit(fd_limit);
+        let proxy =
+            airlock_egress::spawn_with(listener, policy, log, config).map_err(|e| e.to_string())?;
         self.proxy = Some(proxy);
         Ok(())
     }

@@ -147,6 +147,17 @@ fn websocket_upgrade_is_kept() {
         head.ends_with("Sec-WebSocket-Key: x\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n"),
         "{head}"
     );
+    // With a body it is a plain request: no switch after a body the proxy frames.
+    let f = forward(
+        "POST http://a.com/ HTTP/1.1\r\nHost: a.com\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\
+         Content-Length: 2\r\n\r\n",
+    );
+    assert!(!f.upgrade);
+    let head = String::from_utf8(f.upstream_head).unwrap();
+    assert!(
+        head.ends_with("Content-Length: 2\r\nConnection: close\r\n\r\n") && !head.contains("h2c"),
+        "{head}"
+    );
 }
 
 #[test]
@@ -194,6 +205,43 @@ async fn read_head_caps_the_size_and_keeps_what_follows() {
         .await
         .unwrap_err();
     assert_eq!(err.status, 0);
+}
+
+#[tokio::test]
+async fn bare_line_ends_are_refused_without_waiting_for_more() {
+    // The reader never ends: a refusal must come from the bytes alone, not from EOF or the timeout.
+    async fn refusal(head: &[u8]) -> Refusal {
+        let (mut client, mut server) = tokio::io::duplex(4096);
+        tokio::io::AsyncWriteExt::write_all(&mut client, head)
+            .await
+            .unwrap();
+        let read = read_head(&mut server, 1024, Duration::from_secs(3600));
+        tokio::time::timeout(Duration::from_secs(10), read)
+            .await
+            .expect("refused at once, not at the header timeout")
+            .unwrap_err()
+    }
+    for head in [
+        &b"GET http://a.com/ HTTP/1.1\nHost: a.com\n\n"[..],
+        b"GET http://a.com/ HTTP/1.1\r\nHost: a.com\n\r\n",
+        b"GET http://a.com/ HTTP/1.1\r\nHost: a.com\r\n\n",
+        b"\n",
+        b"CONNECT a.com:443 HTTP/1.1\rHost: a.com\r\n\r\n",
+        b"GET http://a.com/ HTTP/1.1\r\nX: a\rb\r\n\r\n",
+    ] {
+        let r = refusal(head).await;
+        assert_eq!(r.status, 400, "{:?}", String::from_utf8_lossy(head));
+        assert!(r.reason.contains("CRLF"), "{}", r.reason);
+    }
+    // CRLF heads pass; a bare LF in the body after them is the body's business.
+    let input = b"POST http://a.com/ HTTP/1.1\r\nHost: a.com\r\nContent-Length: 3\r\n\r\na\nb";
+    let (buf, end) = read_head(&mut &input[..], 1024, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(&buf[end..], b"a\nb");
+    // A CR at the end of what has arrived so far may be followed by its LF in the next read.
+    assert!(matches!(head_end(b"GET / HTTP/1.1\r"), Ok(None)));
+    assert!(matches!(head_end(b"GET / HTTP/1.1\r\n\r"), Ok(None)));
 }
 
 proptest! {

@@ -6,6 +6,9 @@ use std::path::Path;
 use super::{SetupError, attach, bind, fail, symlink};
 use crate::native::sys;
 
+/// The host device nodes bound into the sandbox's /dev.
+pub(super) const DEVICE_NODES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
+
 /// A minimal /dev: host device nodes bound in (mknod is refused in a user namespace), a private
 /// devpts instance, a tmpfs for shm, and the usual fd symlinks.
 pub(super) fn dev(
@@ -20,13 +23,17 @@ pub(super) fn dev(
     )
     .map_err(fail("cannot create a tmpfs for", target))?;
     attach(new, &fs, target, true)?;
-    for node in ["null", "zero", "full", "random", "urandom", "tty"] {
+    // Read-only binds: the nodes are the host's own inodes, and a sandbox running as root owns them,
+    // so a writable bind would let it chmod or chown /dev/null for the whole host. Reads and writes
+    // of a device never need a writable mount (the kernel skips the check for special files); a
+    // change of metadata does, and now fails with EROFS.
+    for node in DEVICE_NODES {
         bind(
             old,
             new,
             &Path::new("/dev").join(node),
             &target.join(node),
-            true,
+            false,
         )?;
     }
     let pts = target.join("pts");

@@ -5,6 +5,8 @@
 use super::super::forked::{End, assert_ok, errno_of, expect, run};
 use super::*;
 
+mod surface;
+
 const STRICT: SeccompPolicy = SeccompPolicy {
     nested_namespaces: false,
 };
@@ -72,8 +74,23 @@ fn program_decisions() {
     assert_eq!(ioctl(&strict, sti), RET_EPERM);
     assert_eq!(ioctl(&strict, 0xdead_beef_0000_0000 | sti), RET_EPERM);
     assert_eq!(ioctl(&strict, libc::TIOCLINUX), RET_EPERM);
+    assert_eq!(ioctl(&strict, libc::TIOCSETD), RET_EPERM);
+    assert_eq!(
+        ioctl(&strict, 0xdead_beef_0000_0000 | libc::TIOCSETD),
+        RET_EPERM
+    );
+    assert_eq!(ioctl(&strict, libc::TIOCGETD), RET_ALLOW);
     assert_eq!(ioctl(&strict, libc::TIOCGWINSZ), RET_ALLOW);
     assert_eq!(ioctl(&nested, sti), RET_EPERM);
+    assert_eq!(ioctl(&nested, libc::TIOCSETD), RET_EPERM);
+    for call in [
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+    ] {
+        assert_eq!(eval(&strict, AUDIT_ARCH, nr(call), none), RET_EPERM);
+        assert_eq!(eval(&nested, AUDIT_ARCH, nr(call), none), RET_EPERM);
+    }
     let unshare = |p: &SeccompProgram, flags: u64| {
         eval(p, AUDIT_ARCH, nr(libc::SYS_unshare), [flags, 0, 0, 0, 0, 0])
     };
@@ -116,8 +133,18 @@ fn program_decisions() {
 fn denied_names_follow_the_policy() {
     let strict = denied_syscall_names(STRICT);
     let nested = denied_syscall_names(NESTED);
-    assert!(strict.contains(&"mount") && strict.contains(&"keyctl"));
-    assert!(!nested.contains(&"mount") && nested.contains(&"keyctl"));
+    let has = |names: &[String], name: &str| names.iter().any(|n| n == name);
+    assert!(has(&strict, "mount") && has(&strict, "keyctl"));
+    assert!(!has(&nested, "mount") && has(&nested, "keyctl"));
+    for names in [&strict, &nested] {
+        assert!(has(names, "io_uring_setup") && has(names, "ioctl(TIOCSETD)"));
+        assert!(
+            names
+                .iter()
+                .any(|n| n.starts_with("socket(any family but AF_UNIX, AF_INET, AF_INET6,")),
+            "{names:?}"
+        );
+    }
 }
 
 /// Installs the filter in the (forked) caller, with no_new_privs as the launch sets it.

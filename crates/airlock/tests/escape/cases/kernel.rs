@@ -1,5 +1,5 @@
-//! Kernel attack surface: terminal injection, keyrings, bpf, namespaces, mounts, the x32 ABI,
-//! dropped privileges and setuid binaries.
+//! Kernel attack surface: terminal injection and line disciplines, keyrings, bpf, io_uring,
+//! namespaces, mounts, the x32 ABI, dropped privileges and setuid binaries.
 //!
 //! Where the same attempt is also made unsandboxed on the host, the host result must differ
 //! from the refusal seen inside, so the refusal is the sandbox's doing and not the kernel's.
@@ -66,6 +66,46 @@ pub fn tioclinux_denied(mode: &Mode) -> Outcome {
     let mut w = World::new(mode)?;
     refused_only_inside(&mut w, &["tioclinux"], "EPERM")?;
     w.probe(Net::Host, &["tiocgwinsz"])?.succeeded()
+}
+
+/// TIOCSETD switches a tty's line discipline (kernel code a dev tool never needs); the attempt sets
+/// N_TTY, which a fresh pty already has, so it is a no-op wherever it is allowed.
+pub fn tiocsetd_denied(mode: &Mode) -> Outcome {
+    let mut w = World::new(mode)?;
+    refused_only_inside(&mut w, &["tiocsetd"], "EPERM")?;
+    refused_only_inside(&mut w, &["tiocsetd-high"], "EPERM")?;
+    // Control: reading the discipline still works.
+    let p = w.probe(Net::Host, &["tiocgetd"])?;
+    p.succeeded()?;
+    check!(
+        p.stdout_has("ldisc=0"),
+        "control: a fresh pty must report N_TTY (0) inside:\n      {}",
+        p.run.describe()
+    );
+    Ok(())
+}
+
+/// io_uring runs its operations beside seccomp (IORING_OP_SOCKET, openat, ...), so every other
+/// rule could be walked around through a ring: all three calls are refused.
+pub fn io_uring_denied(mode: &Mode) -> Outcome {
+    let mut w = World::new(mode)?;
+    for action in ["io-uring-enter", "io-uring-register"] {
+        refused_only_inside(&mut w, &[action], "EPERM")?;
+    }
+    w.probe(Net::Host, &["io-uring-setup"])?
+        .denied(&["EPERM"])?;
+    let host = w.host_probe(&["io-uring-setup"])?;
+    let disabled = fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
+        .map(|v| v.trim() != "0")
+        .unwrap_or(false);
+    // With kernel.io_uring_disabled set the host says EPERM too; enter and register above still
+    // show the refusal is the filter's.
+    check!(
+        host.errno() != Some("EPERM") || disabled,
+        "host control: io_uring_setup is refused with EPERM on the host although kernel.io_uring_disabled is 0:\n      {}",
+        host.run.describe()
+    );
+    control_fork(&mut w)
 }
 
 pub fn keyring_denied(mode: &Mode) -> Outcome {

@@ -5,11 +5,13 @@
 use crate::harness::{Mode, Outcome};
 
 mod files;
+mod host_objects;
 mod host_trust;
 mod kernel;
 mod lifecycle;
 mod network;
 mod processes;
+mod sockets;
 
 /// One named case.
 pub struct Case {
@@ -34,6 +36,10 @@ pub const CASES: &[Case] = &[
     Case {
         name: "etc-secrets-absent",
         run: files::etc_secrets_absent,
+    },
+    Case {
+        name: "etc-ssl-private-absent",
+        run: host_objects::etc_ssl_private_absent,
     },
     Case {
         name: "host-homes-absent",
@@ -128,12 +134,28 @@ pub const CASES: &[Case] = &[
         run: kernel::tioclinux_denied,
     },
     Case {
+        name: "tiocsetd-denied",
+        run: kernel::tiocsetd_denied,
+    },
+    Case {
         name: "keyring-syscalls-denied",
         run: kernel::keyring_denied,
     },
     Case {
         name: "bpf-setns-denied",
         run: kernel::bpf_setns_denied,
+    },
+    Case {
+        name: "io-uring-denied",
+        run: kernel::io_uring_denied,
+    },
+    Case {
+        name: "vsock-denied",
+        run: sockets::vsock_denied,
+    },
+    Case {
+        name: "socket-families-denied",
+        run: sockets::socket_families_denied,
     },
     Case {
         name: "unshare-user-denied",
@@ -156,8 +178,16 @@ pub const CASES: &[Case] = &[
         run: kernel::host_devices_absent,
     },
     Case {
+        name: "dev-chmod-denied",
+        run: host_objects::dev_chmod_denied,
+    },
+    Case {
         name: "privileges-dropped",
         run: kernel::privileges_dropped,
+    },
+    Case {
+        name: "supplementary-groups-dropped",
+        run: host_objects::supplementary_groups_dropped,
     },
     Case {
         name: "setuid-no-escalation",

@@ -32,6 +32,36 @@ pub(super) fn open_write(path: &str) -> Attempt {
         .map_err(|e| denial(format!("open {path} O_WRONLY"), &e))
 }
 
+/// chmod to the mode `path` already has: refused on a read-only mount (EROFS) or by ownership
+/// (EPERM), and a no-op for the file where it is allowed, so the host's node never changes mode.
+pub(super) fn chmod_same(path: &str) -> Attempt {
+    use std::os::unix::fs::PermissionsExt as _;
+    let meta = fs::metadata(path).map_err(|e| denial(format!("stat {path}"), &e))?;
+    let mode = meta.permissions().mode() & 0o7777;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .map(|()| format!("chmod {mode:o} {path}"))
+        .map_err(|e| denial(format!("chmod {mode:o} {path}"), &e))
+}
+
+/// chown to the owner and group `path` already has; a no-op where it is allowed, as above.
+pub(super) fn chown_same(path: &str) -> Attempt {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = fs::metadata(path).map_err(|e| denial(format!("stat {path}"), &e))?;
+    let (uid, gid) = (meta.uid(), meta.gid());
+    std::os::unix::fs::chown(path, Some(uid), Some(gid))
+        .map(|()| format!("chown {uid}:{gid} {path}"))
+        .map_err(|e| denial(format!("chown {uid}:{gid} {path}"), &e))
+}
+
+/// Reads `n` bytes from `path` (a device that never ends, like /dev/zero).
+pub(super) fn read_bytes(path: &str, n: &str) -> Attempt {
+    let n: usize = n.parse().unwrap_or(0);
+    let mut file = fs::File::open(path).map_err(|e| denial(format!("open {path}"), &e))?;
+    let mut buf = vec![0u8; n];
+    io::Read::read_exact(&mut file, &mut buf).map_err(|e| denial(format!("read {path}"), &e))?;
+    Ok(format!("read {n} bytes from {path}"))
+}
+
 /// Lists this process's open fds (`fd=target`), leaving out the one reading `/proc/self/fd`.
 pub(super) fn open_fds() -> Attempt {
     let dir = fs::read_dir("/proc/self/fd").map_err(|e| denial("read /proc/self/fd", &e))?;

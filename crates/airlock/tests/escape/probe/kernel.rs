@@ -1,4 +1,4 @@
-//! System calls the filter must refuse: keyrings, namespaces, the x32 ABI, mounts.
+//! System calls the filter must refuse: keyrings, namespaces, the x32 ABI, mounts, io_uring.
 
 #[cfg(not(target_arch = "x86_64"))]
 use super::Denial;
@@ -109,5 +109,35 @@ pub(super) fn umount(path: &str) -> Attempt {
     let target = cstring(path)?;
     raw_syscall(&format!("umount2({path}, MNT_DETACH)"), || unsafe {
         libc::umount2(target.as_ptr(), libc::MNT_DETACH) as libc::c_long
+    })
+}
+
+/// `io_uring_setup(1, params)`: a ring that works would let every later operation pass beside the
+/// filter. The ring is closed at once.
+pub(super) fn io_uring_setup() -> Attempt {
+    raw_syscall("io_uring_setup(1, zeroed params)", || {
+        // struct io_uring_params is 120 bytes; all zero asks for the defaults.
+        let mut params = [0u8; 120];
+        // SAFETY: the kernel reads and writes `params`, which is large enough.
+        let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, 1u32, params.as_mut_ptr()) };
+        if fd >= 0 {
+            // SAFETY: closing the ring just created.
+            unsafe { libc::close(fd as libc::c_int) };
+        }
+        fd
+    })
+}
+
+/// `io_uring_enter` on fd -1: EBADF from the kernel, unless the filter answers first.
+pub(super) fn io_uring_enter() -> Attempt {
+    raw_syscall("io_uring_enter(-1)", || unsafe {
+        libc::syscall(libc::SYS_io_uring_enter, -1, 0, 0, 0, 0, 0)
+    })
+}
+
+/// `io_uring_register` on fd -1: EBADF from the kernel, unless the filter answers first.
+pub(super) fn io_uring_register() -> Attempt {
+    raw_syscall("io_uring_register(-1)", || unsafe {
+        libc::syscall(libc::SYS_io_uring_register, -1, 0, 0, 0)
     })
 }

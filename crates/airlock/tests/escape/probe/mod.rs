@@ -9,6 +9,7 @@ mod files;
 mod kernel;
 mod net;
 mod procs;
+pub(crate) mod sockets;
 mod tty;
 
 use std::ffi::{CString, OsStr};
@@ -21,6 +22,7 @@ use self::files::*;
 use self::kernel::*;
 use self::net::*;
 use self::procs::*;
+use self::sockets::*;
 use self::tty::*;
 
 /// Exit status of a probe whose attempt succeeded.
@@ -32,6 +34,7 @@ pub const USAGE: i32 = 2;
 
 pub(super) const TIOCSTI: u64 = 0x5412;
 pub(super) const TIOCLINUX: u64 = 0x541C;
+pub(super) const TIOCSETD: u64 = 0x5423;
 /// Bits above the 32 the kernel reads from an ioctl request; a filter comparing all 64 misses them.
 pub(super) const HIGH_BITS: u64 = 0xdead_0001_0000_0000;
 /// Why an attempt failed: an errno name (`EPERM`) or `KILLED(<signal>)`.
@@ -97,6 +100,23 @@ pub fn run(args: &[String]) -> i32 {
         ["tiocsti-high"] => tiocsti(TIOCSTI | HIGH_BITS),
         ["tioclinux"] => tioclinux(),
         ["tiocgwinsz"] => tiocgwinsz(),
+        ["tiocsetd"] => tiocsetd(TIOCSETD),
+        ["tiocsetd-high"] => tiocsetd(TIOCSETD | HIGH_BITS),
+        ["tiocgetd"] => tiocgetd(),
+        ["io-uring-setup"] => io_uring_setup(),
+        ["io-uring-enter"] => io_uring_enter(),
+        ["io-uring-register"] => io_uring_register(),
+        ["socket-errnos", how, names @ ..] if !names.is_empty() => match How::parse(how) {
+            Some(how) => socket_errnos(how, names),
+            None => {
+                eprintln!("probe: socket-errnos wants real, pair or unknown-type, not {how:?}");
+                return USAGE;
+            }
+        },
+        ["chmod-same", path] => chmod_same(path),
+        ["chown-same", path] => chown_same(path),
+        ["read-bytes", path, n] => read_bytes(path, n),
+        ["groups"] => groups(),
         ["keyctl"] => raw_syscall("keyctl(KEYCTL_GET_KEYRING_ID)", || unsafe {
             libc::syscall(libc::SYS_keyctl, 0, -3, 0)
         }),

@@ -56,6 +56,22 @@ pub(super) fn status_fields(fields: &[&str]) -> Attempt {
     Ok(shown.join(" "))
 }
 
+/// The supplementary groups as `/proc/self/status` shows them: `groups=` then a comma list (ids not
+/// mapped into this user namespace show as 65534).
+pub(super) fn groups() -> Attempt {
+    let status = fs::read_to_string("/proc/self/status")
+        .map_err(|e| denial("read /proc/self/status", &e))?;
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .ok_or_else(|| Denial {
+            name: "ENODATA".into(),
+            what: "no Groups line in /proc/self/status".into(),
+        })?;
+    let ids: Vec<&str> = line.split_whitespace().collect();
+    Ok(format!("groups={}", ids.join(",")))
+}
+
 /// Tries `/proc/<pid>/root<path>` for every visible process: a process whose root is still the
 /// host's (an init that never pivoted, say) would hand out the host tree.
 pub(super) fn read_via_proc_roots(path: &str) -> Attempt {

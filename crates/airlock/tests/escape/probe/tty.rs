@@ -1,4 +1,4 @@
-//! Terminals: TIOCSTI/TIOCLINUX injection and the window size.
+//! Terminals: TIOCSTI/TIOCLINUX injection, line disciplines and the window size.
 
 use std::ffi::CString;
 use std::io;
@@ -60,6 +60,29 @@ pub(super) fn tioclinux() -> Attempt {
         // SAFETY: `subcode` is a valid byte for the kernel to read and write.
         unsafe { libc::syscall(libc::SYS_ioctl, fd, TIOCLINUX, &subcode as *const u8) }
     })
+}
+
+/// TIOCSETD to N_TTY on a fresh pty: the discipline it already has, so even where it is allowed
+/// (on the host) nothing changes; a filter must refuse it before the kernel looks.
+pub(super) fn tiocsetd(request: u64) -> Attempt {
+    let (master, _) = open_pty()?;
+    let fd = master.as_raw_fd();
+    raw_syscall(&format!("ioctl(pty, {request:#x} TIOCSETD, N_TTY)"), || {
+        let n_tty: libc::c_int = 0;
+        // SAFETY: TIOCSETD reads an int from a valid pointer.
+        unsafe { libc::syscall(libc::SYS_ioctl, fd, request, &n_tty as *const libc::c_int) }
+    })
+}
+
+/// TIOCGETD: reading the line discipline stays allowed.
+pub(super) fn tiocgetd() -> Attempt {
+    let (master, _) = open_pty()?;
+    let mut ldisc: libc::c_int = -1;
+    // SAFETY: TIOCGETD writes an int into a valid pointer.
+    if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGETD, &mut ldisc) } != 0 {
+        return Err(last_denial("ioctl(pty, TIOCGETD)"));
+    }
+    Ok(format!("ldisc={ldisc}"))
 }
 
 pub(super) fn tiocgwinsz() -> Attempt {
