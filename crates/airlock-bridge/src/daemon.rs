@@ -95,6 +95,23 @@ fn commands_of(
     })
 }
 
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit (best effort): the connection cap, not the
+/// descriptor limit, decides how many callers are served at once.
+fn raise_fd_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid out-pointer; setrlimit with the values just read.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
 /// Runs the daemon until SIGTERM/SIGINT. `notice` receives one-line status messages for stderr.
 pub fn run(
     paths: &BridgePaths,
@@ -108,6 +125,7 @@ pub fn run(
     std::fs::set_permissions(&paths.dir, std::fs::Permissions::from_mode(0o700))
         .map_err(io_error("cannot set mode 0700 on", &paths.dir))?;
     let token = Token::read(&paths.token())?;
+    raise_fd_limit();
     let section = load_section(config_file)?;
     let commands = commands_of(config_file, &section)?;
     let shared_token = section.shared_token;

@@ -29,6 +29,32 @@ pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long open requests may finish after SIGTERM.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// The most connections served at once; more wait in the listen backlog until one closes (an
+/// idle one closes after [`HEADER_TIMEOUT`]). Below the fd limit (see [`connection_cap`]), so
+/// accept() does not fail for want of descriptors.
+pub const MAX_CONNECTIONS: usize = 4096;
+
+/// The connection cap for this process: [`MAX_CONNECTIONS`], or less when the soft fd limit (which
+/// the daemon raises to the hard one at start) leaves less room, keeping 64 for everything else.
+pub fn connection_cap() -> usize {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return 256;
+    }
+    let room = usize::try_from(limit.rlim_cur)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(64);
+    room.clamp(16, MAX_CONNECTIONS)
+}
+/// How long one connection may live, whatever it does: above the longest route budget
+/// (a command's 120 s) plus the body and write deadlines.
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(150);
+/// The pause after a failed accept(), so a persistent error cannot spin the daemon.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// Answers one request. Generic over the body so tests can call it without a socket.
 pub async fn handle<B>(state: &BridgeState, request: Request<B>) -> Response<Full<Bytes>>
@@ -106,7 +132,15 @@ pub async fn serve(
 ) {
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
+    let slots = Arc::new(tokio::sync::Semaphore::new(connection_cap()));
     loop {
+        let slot = tokio::select! {
+            () = &mut shutdown => break,
+            slot = Arc::clone(&slots).acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+        };
         let accepted: io::Result<Box<dyn Io>> = tokio::select! {
             () = &mut shutdown => break,
             conn = listeners.tcp.accept() => conn.map(|(s, _)| Box::new(s) as Box<dyn Io>),
@@ -114,8 +148,12 @@ pub async fn serve(
         };
         let stream = match accepted {
             Ok(stream) => stream,
-            // Out of file descriptors and the like: keep serving the connections already open.
-            Err(_) => continue,
+            // Out of file descriptors and the like: keep serving the connections already open,
+            // and try again after a pause rather than at once (a busy loop would starve them).
+            Err(_) => {
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
         };
         let state = Arc::clone(&state);
         let service = hyper::service::service_fn(move |request: Request<Incoming>| {
@@ -128,7 +166,8 @@ pub async fn serve(
             .serve_connection(TokioIo::new(WriteDeadline::new(stream)), service);
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
-            let _ = connection.await;
+            let _ = tokio::time::timeout(CONNECTION_LIFETIME, connection).await;
+            drop(slot);
         });
     }
     drop(listeners);

@@ -209,3 +209,59 @@ fn a_socket_that_cannot_be_bound_means_tcp_only() {
     assert!(out.status.success());
     assert_eq!(w.calls(), [["xdg-open", "https://example.com/fallback"]]);
 }
+
+/// ~1,100 idle connections (more than a default fd limit of 1024) neither starve the daemon nor
+/// make it spin: the ones over the cap wait in the backlog, idle ones are closed after the head
+/// timeout, and a real request is answered meanwhile.
+#[test]
+fn a_thousand_idle_connections_do_not_starve_the_daemon() {
+    use std::os::unix::process::CommandExt as _;
+    let mut w = World::installed();
+    // Started as systemd starts user services: a soft limit of 1024 descriptors.
+    let mut cmd = w.daemon_command(0);
+    // SAFETY: setrlimit is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+            limit.rlim_cur = limit.rlim_cur.min(1024);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+            Ok(())
+        });
+    }
+    w.start_with(cmd);
+    // This test process needs the descriptors too.
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid out-pointer, then the values just read.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+        if limit.rlim_max < 1400 {
+            println!(
+                "SKIP a_thousand_idle_connections: RLIMIT_NOFILE hard limit {}",
+                limit.rlim_max
+            );
+            return;
+        }
+        limit.rlim_cur = limit.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+    }
+    let idle: Vec<_> = (0..1100)
+        .filter_map(|_| std::os::unix::net::UnixStream::connect(w.socket()).ok())
+        .collect();
+    assert!(idle.len() >= 1000, "only {} connections opened", idle.len());
+    let started = std::time::Instant::now();
+    let (status, body) = w.post("/open", r#"{"url":"https://example.com/busy"}"#);
+    assert_eq!(status, 204, "{body}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "answered after {:?}",
+        started.elapsed()
+    );
+    drop(idle);
+}
