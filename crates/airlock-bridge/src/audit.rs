@@ -8,9 +8,17 @@ use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write as _};
 use std::os::unix::fs::OpenOptionsExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
+
+/// The log is rotated past this size: `log` → `log.1` → … → `log.<ROTATED_FILES>` (the oldest
+/// dropped), so a flood cannot fill the disk.
+pub const MAX_LOG_BYTES: u64 = 8 << 20;
+pub const ROTATED_FILES: usize = 3;
+/// Refused unauthenticated requests are summed into one line at most this often: any local user
+/// can send them, and a line each would let them flood the log.
+pub const UNAUTHENTICATED_EVERY: Duration = Duration::from_secs(10);
 
 /// How long a logged URL or path may be, in characters.
 pub const LONG_FIELD: usize = 256;
@@ -28,7 +36,21 @@ pub enum Outcome {
 /// The append-only log file (0600), shared by every connection.
 #[derive(Debug)]
 pub struct AuditLog {
-    file: Mutex<Option<File>>,
+    file: Mutex<Option<Sink>>,
+    unauthenticated: Mutex<Unauthenticated>,
+}
+
+#[derive(Debug)]
+struct Sink {
+    file: File,
+    path: PathBuf,
+    size: u64,
+}
+
+#[derive(Debug, Default)]
+struct Unauthenticated {
+    pending: u64,
+    last: Option<Instant>,
 }
 
 impl AuditLog {
@@ -39,8 +61,14 @@ impl AuditLog {
             .append(true)
             .mode(0o600)
             .open(path)?;
+        let size = file.metadata()?.len();
         Ok(AuditLog {
-            file: Mutex::new(Some(file)),
+            file: Mutex::new(Some(Sink {
+                file,
+                path: path.to_path_buf(),
+                size,
+            })),
+            unauthenticated: Mutex::default(),
         })
     }
 
@@ -48,7 +76,37 @@ impl AuditLog {
     pub fn discard() -> AuditLog {
         AuditLog {
             file: Mutex::new(None),
+            unauthenticated: Mutex::default(),
         }
+    }
+
+    /// Counts a request refused for a missing or wrong token; one line sums them at most every
+    /// [`UNAUTHENTICATED_EVERY`].
+    pub fn unauthenticated(&self, route: &str) {
+        let mut state = match self.unauthenticated.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        state.pending += 1;
+        let due = state
+            .last
+            .is_none_or(|last| last.elapsed() >= UNAUTHENTICATED_EVERY);
+        if !due {
+            return;
+        }
+        let n = std::mem::take(&mut state.pending);
+        state.last = Some(Instant::now());
+        drop(state);
+        let what = if n == 1 {
+            "1 request".to_owned()
+        } else {
+            format!("{n} requests")
+        };
+        self.record(
+            route,
+            &Outcome::Rejected(format!("bad token: {what} since the last such line")),
+            &[],
+        );
     }
 
     /// Writes one decision: `route`, its outcome, and `fields` as `key="value"` (already clipped).
@@ -88,15 +146,47 @@ impl AuditLog {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
         };
-        if let Some(file) = guard.as_mut() {
+        if let Some(sink) = guard.as_mut() {
+            if sink.size + line.len() as u64 > MAX_LOG_BYTES {
+                sink.rotate();
+            }
             // One write per line, so concurrent decisions never interleave inside a line.
-            let _ = file.write_all(line.as_bytes());
+            if sink.file.write_all(line.as_bytes()).is_ok() {
+                sink.size += line.len() as u64;
+            }
         }
     }
 }
 
 /// `value` with control characters, quotes and backslashes escaped, cut to `max` characters (a cut
 /// value ends in `…`). Keeps a hostile value from forging log lines.
+impl Sink {
+    /// `log.<n-1>` → `log.<n>`, …, `log` → `log.1`, then a fresh `log`; on failure the old file
+    /// is kept and written on (a log that cannot rotate still logs).
+    fn rotate(&mut self) {
+        let numbered = |n: usize| {
+            let mut name = self.path.clone().into_os_string();
+            name.push(format!(".{n}"));
+            PathBuf::from(name)
+        };
+        for n in (1..ROTATED_FILES).rev() {
+            let _ = std::fs::rename(numbered(n), numbered(n + 1));
+        }
+        if std::fs::rename(&self.path, numbered(1)).is_err() {
+            return;
+        }
+        if let Ok(file) = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&self.path)
+        {
+            self.file = file;
+            self.size = 0;
+        }
+    }
+}
+
 pub fn clip(value: &str, max: usize) -> String {
     let mut out = String::new();
     for (count, c) in value.chars().enumerate() {
@@ -117,6 +207,47 @@ pub fn clip(value: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_log_rotates_past_its_cap_keeping_three_old_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        std::fs::write(&path, vec![b'x'; MAX_LOG_BYTES as usize - 10]).unwrap();
+        let log = AuditLog::open(&path).unwrap();
+        for _ in 0..5 {
+            log.record("/open", &Outcome::Ok, &[]);
+        }
+        let old = std::fs::metadata(dir.path().join("log.1")).unwrap().len();
+        assert_eq!(old, MAX_LOG_BYTES - 10, "the full file moved to log.1");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 5, "{text}");
+        // The oldest beyond ROTATED_FILES is dropped.
+        for n in 1..=ROTATED_FILES + 1 {
+            let mut sink = log.file.lock().unwrap();
+            sink.as_mut().unwrap().rotate();
+            drop(sink);
+            let _ = n;
+        }
+        assert!(dir.path().join(format!("log.{ROTATED_FILES}")).exists());
+        assert!(
+            !dir.path()
+                .join(format!("log.{}", ROTATED_FILES + 1))
+                .exists()
+        );
+    }
+
+    #[test]
+    fn unauthenticated_requests_are_summed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let log = AuditLog::open(&path).unwrap();
+        for _ in 0..1000 {
+            log.unauthenticated("/open");
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(text.contains("bad token: 1 request since"), "{text}");
+    }
 
     #[test]
     fn clip_escapes_and_cuts() {

@@ -91,9 +91,13 @@ where
         }
         .from_sandbox(caller.scope()),
     };
-    state
-        .audit
-        .record(route.path(), &reply.outcome, &reply.fields);
+    if reply.status == StatusCode::UNAUTHORIZED {
+        state.audit.unauthenticated(route.path());
+    } else {
+        state
+            .audit
+            .record(route.path(), &reply.outcome, &reply.fields);
+    }
     respond(&reply)
 }
 
