@@ -84,7 +84,7 @@ pub fn sanitize(config: &str) -> String {
 }
 
 /// The section a line belongs to, lower-cased as git compares names.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Section {
     name: String,
     sub: Option<String>,
@@ -188,11 +188,11 @@ fn strip_userinfo_in(text: &str) -> String {
     out
 }
 
-/// The hosts of the `remote.*.url` and `pushurl` values of a config text (`https://host/…`,
-/// `ssh://git@host/…`, `git@host:o/r`), lower-cased, without port or userinfo.
-pub fn remote_hosts(config: &str) -> Vec<String> {
+/// Every variable line of a config text with the section it is in: `(section, "key = value")`.
+/// A key on a header's line (`[core] bare = false`) counts; comments and blank lines do not.
+fn variables(config: &str) -> Vec<(Section, &str)> {
     let mut section = Section::default();
-    let mut hosts = Vec::new();
+    let mut out = Vec::new();
     for line in config.lines() {
         let trimmed = line.trim_start();
         let rest = match trimmed.strip_prefix('[') {
@@ -205,6 +205,18 @@ pub fn remote_hosts(config: &str) -> Vec<String> {
             },
             None => trimmed,
         };
+        if !rest.trim().is_empty() && !is_comment(rest) {
+            out.push((section.clone(), rest));
+        }
+    }
+    out
+}
+
+/// The hosts of the `remote.*.url` and `pushurl` values of a config text (`https://host/…`,
+/// `ssh://git@host/…`, `git@host:o/r`), lower-cased, without port or userinfo.
+pub fn remote_hosts(config: &str) -> Vec<String> {
+    let mut hosts = Vec::new();
+    for (section, rest) in variables(config) {
         if section.name != "remote" || !matches!(key_name(rest).as_str(), "url" | "pushurl") {
             continue;
         }
@@ -232,24 +244,9 @@ pub fn remote_hosts(config: &str) -> Vec<String> {
 /// The last value of `<section>.<key>` (no subsection) as plainly written: `None` when absent,
 /// quoted, escaped or continued, so a value this reader cannot follow is never acted upon.
 pub fn plain_value(config: &str, section: &str, key: &str) -> Option<String> {
-    let mut current = Section::default();
     let mut found = None;
-    for line in config.lines() {
-        let trimmed = line.trim_start();
-        let rest = match trimmed.strip_prefix('[') {
-            Some(after) => match header_end(after) {
-                Some(end) => {
-                    current = Section::parse(&after[..end]);
-                    &after[end + 1..]
-                }
-                None => continue,
-            },
-            None => trimmed,
-        };
-        if current.name != section || current.sub.is_some() || is_comment(rest) {
-            continue;
-        }
-        if key_name(rest) != key {
+    for (current, rest) in variables(config) {
+        if current.name != section || current.sub.is_some() || key_name(rest) != key {
             continue;
         }
         let value = rest.split_once('=').map_or("true", |(_, v)| v).trim();
