@@ -171,10 +171,13 @@ fn config_is_plain(git_dir: &Path, extras: &mut Extras) -> bool {
 /// The most a repository config may hold for airlock to read it.
 pub const CONFIG_BYTES: u64 = 4 << 20;
 
-/// The repository's `config` as the sandbox sees it, when it is a readable regular file.
+/// The repository's `config` as the sandbox sees it, when it is a readable regular file with
+/// something to take out (a config with no secrets is shown as it is: no copy, no extra mount).
 pub fn sanitized_config(git_dir: &Path) -> Option<String> {
     let bytes = airlock_config::hostfs::read_regular(&git_dir.join("config"), CONFIG_BYTES).ok()?;
-    Some(sanitize::sanitize(&String::from_utf8_lossy(&bytes)))
+    let text = String::from_utf8_lossy(&bytes);
+    let clean = sanitize::sanitize(&text);
+    (clean != text).then_some(clean)
 }
 
 /// `.git` per mode (read-only, or the layer), the sanitised config, a `.git` file and the
