@@ -218,6 +218,10 @@ fn stage_and_fetch(
             "fetch.fsckObjects=true",
             "-c",
             "transfer.fsckObjects=true",
+            // The staging repository is airlock's own, on this host: a hardened
+            // `protocol.file.allow = never` must not refuse it.
+            "-c",
+            "protocol.file.allow=always",
             "fetch",
             "--quiet",
             "--no-tags",
