@@ -33,7 +33,19 @@ pub fn pid_alive(pid: u32) -> bool {
     }
     // SAFETY: kill with signal 0 only checks for existence and permission.
     let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    let exists = rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    // A zombie has exited: it only waits for its parent to reap it (a closed popup pane whose
+    // parent is slow to reap must count as gone, not hold a confirmation for its whole window).
+    exists && !is_zombie(pid)
+}
+
+/// Whether `/proc/<pid>/stat` says the process has exited and awaits reaping (state `Z`).
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rfind(')')
+            .and_then(|end| stat[end + 1..].split_whitespace().next())
+            .is_some_and(|state| state == "Z")
+    })
 }
 
 /// The argv of `pid` from /proc, or `None` when it cannot be read.
@@ -195,6 +207,27 @@ pub fn hex(bytes: &[u8]) -> String {
 /// Now as RFC 3339 with milliseconds (UTC).
 pub fn now_iso() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+#[cfg(test)]
+mod zombie_tests {
+    #[test]
+    fn a_zombie_is_not_alive() {
+        let child = std::process::Command::new("true").spawn().expect("true");
+        let pid = child.id();
+        // Not reaped: it stays a zombie until `wait`.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while super::pid_alive(pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(
+            !super::pid_alive(pid),
+            "an exited, unreaped child counts as gone"
+        );
+        let mut child = child;
+        let _ = child.wait();
+        assert!(super::pid_alive(std::process::id()));
+    }
 }
 
 #[cfg(test)]

@@ -51,11 +51,35 @@ fn untrusted_entry(dir: &str, untrusted: &[(PathBuf, &'static str)]) -> Option<&
     }
     // A symlinked entry counts where it leads; one that does not resolve is searched as written.
     let inside = |path: &Path| {
-        untrusted
-            .iter()
-            .find_map(|(root, why)| path.starts_with(root).then_some(*why))
+        untrusted.iter().find_map(|(root, why)| {
+            let shared_but_private = *why == SHARED_TMP && private_below(root, path);
+            (path.starts_with(root) && !shared_but_private).then_some(*why)
+        })
     };
     inside(Path::new(dir)).or_else(|| fs::canonicalize(dir).ok().and_then(|real| inside(&real)))
+}
+
+const SHARED_TMP: &str = "in a shared temp directory";
+
+/// Whether every directory from below `root` down to `path` is owned by this user (or root) and
+/// writable by no one else: a checkout under /tmp that is yours, which no other user (and no
+/// sandbox: its /tmp is its own) can plant a program in.
+fn private_below(root: &Path, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(rel) = path.strip_prefix(root) else {
+        return false;
+    };
+    if rel.as_os_str().is_empty() {
+        return false;
+    }
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let mut dir = root.to_path_buf();
+    rel.components().all(|part| {
+        dir.push(part);
+        fs::symlink_metadata(&dir)
+            .is_ok_and(|m| m.is_dir() && (m.uid() == me || m.uid() == 0) && m.mode() & 0o022 == 0)
+    })
 }
 
 impl PathState {
@@ -185,7 +209,7 @@ impl HostView {
             ),
         ];
         for tmp in ["/tmp", "/var/tmp", "/dev/shm"] {
-            dirs.push((PathBuf::from(tmp), "in a shared temp directory"));
+            dirs.push((PathBuf::from(tmp), SHARED_TMP));
         }
         let resolved: Vec<_> = dirs
             .iter()
@@ -231,5 +255,47 @@ impl HostView {
             Ok(rest) => format!("~/{}", rest.display()),
             Err(_) => path.display().to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod path_safety_tests {
+    use super::*;
+
+    #[test]
+    fn a_private_dir_under_tmp_is_searched_a_shared_one_not() {
+        let dir = tempfile::Builder::new()
+            .prefix("airlock-path-")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        let bin = dir.path().join("bin");
+        fs::create_dir(&bin).expect("bin");
+        fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).expect("chmod");
+        let project = dir.path().join("project");
+        let view = HostView::new(dir.path(), BTreeMap::new());
+        let untrusted = view.untrusted_dirs(&project);
+        let entry = bin.to_str().expect("utf-8");
+        assert_eq!(untrusted_entry(entry, &untrusted), None, "yours, 0755");
+        fs::set_permissions(&bin, fs::Permissions::from_mode(0o777)).expect("chmod");
+        assert_eq!(
+            untrusted_entry(entry, &untrusted),
+            Some(SHARED_TMP),
+            "world-writable"
+        );
+        assert_eq!(
+            untrusted_entry("/tmp", &untrusted),
+            Some(SHARED_TMP),
+            "/tmp itself"
+        );
+        assert_eq!(
+            untrusted_entry("bin", &untrusted),
+            Some("not an absolute path")
+        );
+        let inside = project.join("node_modules/.bin");
+        fs::create_dir_all(&inside).expect("inside");
+        assert_eq!(
+            untrusted_entry(inside.to_str().expect("utf-8"), &untrusted),
+            Some("inside the project")
+        );
     }
 }
