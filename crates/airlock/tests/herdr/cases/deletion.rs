@@ -361,13 +361,15 @@ pub fn popup_closed_without_an_answer() -> Outcome {
         .next()
         .and_then(|p| p.parse().ok())
         .ok_or("popup pid")?;
-    // Closing the popup pane hangs up its process group. Never signal a group that is not the
-    // popup's own (getpgid of a gone pid is -1, and kill(1) would reach init).
-    // SAFETY: getpgid and kill on the fake popup's own pid and process group.
-    let own_group = || unsafe { libc::getpgid(pid) } == pid;
-    w.wait_for("the popup to lead its process group", own_group)?;
-    // SAFETY: signalling the fake popup's own process group (checked above to be its pid).
-    unsafe { libc::kill(-pid, libc::SIGHUP) };
+    // Closing the popup pane hangs up its process group. Never signal a group that is not a
+    // real one: getpgid of a gone pid is -1, and kill(1) would reach init.
+    // SAFETY: getpgid has no preconditions.
+    let group = unsafe { libc::getpgid(pid) };
+    if group <= 1 {
+        return Err(format!("the popup (pid {pid}) has no process group to hang up"));
+    }
+    // SAFETY: signalling the fake popup's own process group.
+    unsafe { libc::kill(-group, libc::SIGHUP) };
     let run = crate::world::Run::from(child.wait_with_output().map_err(|e| e.to_string())?);
     check!(
         !run.ok()
