@@ -366,7 +366,9 @@ pub fn popup_closed_without_an_answer() -> Outcome {
     // SAFETY: getpgid has no preconditions.
     let group = unsafe { libc::getpgid(pid) };
     if group <= 1 {
-        return Err(format!("the popup (pid {pid}) has no process group to hang up"));
+        return Err(format!(
+            "the popup (pid {pid}) has no process group to hang up"
+        ));
     }
     // SAFETY: signalling the fake popup's own process group.
     unsafe { libc::kill(-group, libc::SIGHUP) };
