@@ -186,6 +186,15 @@ fn spawn_detached(mut command: Command, out: PathBuf, stdin: Option<String>) -> 
         .stdout(file.try_clone().expect("dup"))
         .stderr(file)
         .process_group(0);
+    // A pane's process starts with SIGHUP at its default, as herdr's own children do, even when
+    // the test runs under `nohup` (which would otherwise be inherited and keep a closed pane alive).
+    // SAFETY: signal() is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_DFL);
+            Ok(())
+        });
+    }
     command.stdin(if stdin.is_some() {
         Stdio::piped()
     } else {
