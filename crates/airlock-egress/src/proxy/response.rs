@@ -13,7 +13,7 @@ use super::relay;
 use super::tunnel::Activity;
 
 /// Most header lines accepted in a response head.
-const MAX_RESPONSE_HEADERS: usize = 256;
+pub(crate) const MAX_RESPONSE_HEADERS: usize = 256;
 
 /// Relays the response: heads rewritten, the rest relayed. An upstream that does not speak HTTP/1.x
 /// gets the client a 502.
