@@ -14,6 +14,8 @@ mod tools_section;
 mod trust;
 
 pub use error::ConfigError;
+#[doc(hidden)]
+pub use load::parse_bytes;
 pub use load::{LoadedConfig, ProjectFile, load, parse_file, parse_str};
 pub use paths::{PROJECT_FILE_NAME, XdgPaths};
 pub use schema::*;

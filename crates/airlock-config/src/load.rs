@@ -26,7 +26,9 @@ pub fn parse_str(text: &str, origin: &Path) -> Result<ConfigFile, ConfigError> {
 }
 
 /// Parses the exact bytes that were hashed, so the trusted content and the parsed content are one.
-pub(crate) fn parse_bytes(bytes: &[u8], origin: &Path) -> Result<ConfigFile, ConfigError> {
+/// Public (hidden) for the fuzz targets; [`parse_file`] is the API.
+#[doc(hidden)]
+pub fn parse_bytes(bytes: &[u8], origin: &Path) -> Result<ConfigFile, ConfigError> {
     let text = std::str::from_utf8(bytes).map_err(|_| ConfigError::NotUtf8 {
         path: origin.to_path_buf(),
     })?;

@@ -26,4 +26,7 @@ pub use addr::{AddressClass, classify, local_addresses};
 pub use host::{Host, HostError, parse_authority};
 pub use log::{LogDecision, LogRecord, now_rfc3339, rfc3339_from_unix_millis};
 pub use policy::{Decision, EgressPolicy, PolicyError, Rule};
+/// Entry points for the fuzz targets in `fuzz/` (not an API).
+#[doc(hidden)]
+pub use proxy::fuzzing;
 pub use proxy::{ACCEPTED_METHODS, ProxyConfig, ProxyHandle, RESERVED_FDS, spawn, spawn_with};

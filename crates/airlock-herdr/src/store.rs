@@ -262,7 +262,9 @@ pub fn file_stem(pane_id: &str) -> String {
     format!("{readable}-{}", &digest[..10])
 }
 
-fn parse_mapping(path: &Path, bytes: &[u8]) -> Result<PaneMapping> {
+/// Decodes a mapping file's bytes (`path` is only named in errors). Public for the fuzz targets.
+#[doc(hidden)]
+pub fn parse_mapping(path: &Path, bytes: &[u8]) -> Result<PaneMapping> {
     // The common case in one pass; anything else goes through a Value for a precise error.
     if let Ok(m) = serde_json::from_slice::<PaneMapping>(bytes)
         && m.version == MAPPING_VERSION

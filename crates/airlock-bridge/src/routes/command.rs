@@ -54,15 +54,19 @@ struct ProximoRequest {
 /// `/proximo {"command": verb, "args"?}` served as `/command {"command": "proximo", "args":
 /// [verb, args…]}`: the same table, verbs, refused flags and log line.
 pub async fn serve_proximo(table: &CommandTable, body: &[u8]) -> Reply {
-    let request: ProximoRequest = match strict(body) {
-        Ok(request) => request,
-        Err(reason) => return Reply::bad_request(reason),
-    };
+    match proximo_as_command(body) {
+        Ok(body) => serve(table, body.as_bytes()).await,
+        Err(reason) => Reply::bad_request(reason),
+    }
+}
+
+/// Decodes a `/proximo` body into the `/command` body it stands for (then given to [`decide`]).
+pub fn proximo_as_command(body: &[u8]) -> Result<String, String> {
+    let request: ProximoRequest = strict(body)?;
     let args: Vec<String> = std::iter::once(request.command)
         .chain(request.args)
         .collect();
-    let body = serde_json::json!({"command": "proximo", "args": args}).to_string();
-    serve(table, body.as_bytes()).await
+    Ok(serde_json::json!({"command": "proximo", "args": args}).to_string())
 }
 
 pub async fn serve(table: &CommandTable, body: &[u8]) -> Reply {

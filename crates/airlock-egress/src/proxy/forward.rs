@@ -103,7 +103,7 @@ async fn upgrade(
 }
 
 /// Copies the request body from `src` as `framing` says, re-framing chunks in a normal form.
-async fn send_body<R, W>(src: R, dst: &mut W, framing: Framing) -> io::Result<()>
+pub(crate) async fn send_body<R, W>(src: R, dst: &mut W, framing: Framing) -> io::Result<()>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,

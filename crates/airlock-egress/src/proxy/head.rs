@@ -112,7 +112,7 @@ pub(crate) async fn read_head<R: AsyncRead + Unpin>(
 /// blank line such a client sends is never CRLF CRLF, so waiting would only hold it until the header
 /// timeout; and front and back ends that disagree about line ends are where requests get smuggled.
 /// Bytes after the head (a body) are not looked at.
-fn head_end(buf: &[u8]) -> Result<Option<usize>, Refusal> {
+pub(crate) fn head_end(buf: &[u8]) -> Result<Option<usize>, Refusal> {
     for (i, &byte) in buf.iter().enumerate() {
         let after_cr = i > 0 && buf[i - 1] == b'\r';
         match byte {

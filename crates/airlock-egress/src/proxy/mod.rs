@@ -12,6 +12,8 @@
 
 mod conn;
 mod forward;
+#[doc(hidden)]
+pub mod fuzzing;
 mod head;
 mod relay;
 mod reply;

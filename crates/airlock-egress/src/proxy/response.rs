@@ -13,7 +13,7 @@ use super::relay;
 use super::tunnel::Activity;
 
 /// Most header lines accepted in a response head.
-const MAX_RESPONSE_HEADERS: usize = 256;
+pub(crate) const MAX_RESPONSE_HEADERS: usize = 256;
 
 /// Relays the response: heads rewritten, the rest relayed. An upstream that does not speak HTTP/1.x
 /// gets the client a 502.
@@ -102,17 +102,22 @@ async fn bad_gateway<T>(client: &mut WriteHalf<'_>, what: &str) -> io::Result<T>
     ))
 }
 
-/// The status and the head to send to the client, or `None` if it is not an HTTP/1.x response.
-/// A `101` to a request that asked to `upgrade` keeps its `Upgrade` header and says
-/// `Connection: upgrade`; every other final head says `Connection: close`.
+/// The status and the head to send to the client, or `None` if it is not an HTTP/1.x response with
+/// a status from 100 to 599.
+/// `head` runs through the first CRLF CRLF; a head whose blank line comes earlier (ended by a bare
+/// LF) is not one either: the bytes between would be dropped unseen. A `101` to a request that
+/// asked to `upgrade` keeps its `Upgrade` header and says `Connection: upgrade`; every other final
+/// head says `Connection: close`.
 pub(crate) fn rewrite(head: &[u8], upgrade: bool) -> Option<(u16, Vec<u8>)> {
     let mut headers = vec![httparse::EMPTY_HEADER; MAX_RESPONSE_HEADERS];
     let mut response = httparse::Response::new(&mut headers);
     match response.parse(head) {
-        Ok(httparse::Status::Complete(_)) => {}
+        Ok(httparse::Status::Complete(len)) if len == head.len() => {}
         _ => return None,
     }
-    let status = response.code?;
+    // Valid status codes are 100 to 599 (RFC 9110, section 15); httparse takes any three digits,
+    // and `001` could not even be written back as it came.
+    let status = response.code.filter(|code| (100..600).contains(code))?;
     let switching = upgrade && status == 101;
     let reason = response.reason.unwrap_or("");
     let named: Vec<String> = response
@@ -172,6 +177,44 @@ mod tests {
             (100, &b"HTTP/1.1 100 Continue\r\n\r\n"[..])
         );
         assert_eq!(rewrite(b"SSH-2.0-OpenSSH\r\n\r\n", false), None);
+    }
+
+    /// Found by the `proxy_response` fuzz target: a blank line ended by a bare LF made httparse stop
+    /// there, and the bytes up to the CRLF CRLF the proxy had read were dropped without being seen.
+    #[test]
+    fn a_head_that_ends_before_its_crlf_crlf_or_has_no_valid_status_is_refused() {
+        for head in [
+            &b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\nabcX-Late: 1\r\n\r\n"[..],
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\nSec-X: y\r\n\r\n",
+            b"HTTP/1.1 200 OK\n\nbody\r\n\r\n",
+        ] {
+            assert_eq!(
+                rewrite(head, true),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(head)
+            );
+        }
+        // Found by the fuzz target too: `001` came back as the status line `HTTP/1.1 1 …`.
+        for head in [
+            &b"HTTP/1.1 001 X\r\n\r\n"[..],
+            b"HTTP/1.1 099 X\r\n\r\n",
+            b"HTTP/1.1 600 X\r\n\r\n",
+        ] {
+            assert_eq!(
+                rewrite(head, false),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(head)
+            );
+        }
+        // Bare LF line ends are still read when the head really ends at its CRLF CRLF.
+        let (status, out) = rewrite(b"HTTP/1.1 204 No Content\nX-A: 1\r\n\r\n", false).unwrap();
+        assert_eq!(status, 204);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "HTTP/1.1 204 No Content\r\nX-A: 1\r\nConnection: close\r\n\r\n"
+        );
     }
 
     #[test]

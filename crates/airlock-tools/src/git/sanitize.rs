@@ -12,7 +12,8 @@
 //! - whole `credential` sections, with any subsection;
 //! - `extraheader` keys in `http` sections;
 //! - keys whose name contains `token`, `password`, `secret` or `auth` (`github.oauthtoken`, …);
-//! - userinfo (`user:pass@`) in URL values and in `url "…"` subsection names.
+//! - userinfo (`user:pass@`) after every `scheme://`: in values, in subsection names (`[url "…"]`,
+//!   `[http "…"]`, any other) and in comments.
 //!
 //! The host file is never rewritten: this text is what the sandbox sees instead.
 
@@ -52,15 +53,16 @@ pub fn sanitize(config: &str) -> String {
                 continue;
             }
             out.push('[');
-            out.push_str(&section.rendered(header));
+            out.push_str(&strip_userinfo_in(header));
             out.push(']');
             // `[core] bare = false`: a key on the header's line.
-            if rest.trim().is_empty() || section.drops_key(&key_name(rest)) {
+            let kept = strip_userinfo_in(rest.trim_start());
+            if rest.trim().is_empty() || section.drops_key_in(rest, &kept) {
                 out.push('\n');
                 dropping_continuation = ends_with_continuation(line);
             } else {
                 out.push(' ');
-                out.push_str(&strip_userinfo_in(rest.trim_start()));
+                out.push_str(&kept);
                 keeping_continuation = ends_with_continuation(line);
             }
             continue;
@@ -70,14 +72,15 @@ pub fn sanitize(config: &str) -> String {
             continue;
         }
         if is_comment(rest) || rest.trim().is_empty() {
-            out.push_str(line);
+            out.push_str(&strip_userinfo_in(line));
             continue;
         }
-        if section.drops_key(&key_name(rest)) {
+        let kept = strip_userinfo_in(line);
+        if section.drops_key_in(rest, &kept) {
             dropping_continuation = ends_with_continuation(line);
             continue;
         }
-        out.push_str(&strip_userinfo_in(line));
+        out.push_str(&kept);
         keeping_continuation = ends_with_continuation(line);
     }
     out
@@ -120,13 +123,11 @@ impl Section {
             || SECRET_KEY_FRAGMENTS.iter().any(|f| key.contains(f))
     }
 
-    /// The header as written, with userinfo taken out of a `url "…"` subsection.
-    fn rendered(&self, header: &str) -> String {
-        if self.name == "url" {
-            strip_userinfo_in(header)
-        } else {
-            header.to_owned()
-        }
+    /// Whether the key line `text`, or `kept` (the same line with userinfo taken out), names a key
+    /// to drop. A real key name holds no `://`, so the two only differ on lines git would not
+    /// read; asking both keeps a second pass from dropping what the first kept.
+    fn drops_key_in(&self, text: &str, kept: &str) -> bool {
+        self.drops_key(&key_name(text)) || self.drops_key(&key_name(kept))
     }
 }
 
@@ -178,11 +179,19 @@ fn strip_userinfo_in(text: &str) -> String {
             .find(['/', '?', '#', '"', ' ', '\t', '\n', '\r'])
             .unwrap_or(after.len());
         let authority = &after[..authority_end];
-        match authority.rfind('@') {
-            Some(at) => out.push_str(&authority[at + 1..]),
-            None => out.push_str(authority),
-        }
+        let kept = authority
+            .rfind('@')
+            .map_or(authority, |at| &authority[at + 1..]);
         rest = &after[authority_end..];
+        // `a://b:` then `//user:pass@host`: the kept `:` starts another `://`, so it is left in
+        // `rest` for the next search rather than skipped with this authority.
+        match kept.strip_suffix(':') {
+            Some(before_colon) if rest.starts_with("//") => {
+                out.push_str(before_colon);
+                rest = &after[authority_end - 1..];
+            }
+            _ => out.push_str(kept),
+        }
     }
     out.push_str(rest);
     out
@@ -326,12 +335,55 @@ mod tests {
         );
     }
 
+    /// Found by the `git_config` fuzz target: an authority ending in `:` right before `//` hid
+    /// the `://` it starts, and the userinfo after it was kept.
+    #[test]
+    fn a_scheme_separator_inside_an_authority_is_still_searched() {
+        let out = sanitize("[remote \"o\"]\n\turl = https://x-access://u:SECRET@github.com/o/r\n");
+        assert_eq!(
+            out,
+            "[remote \"o\"]\n\turl = https://x-access://github.com/o/r\n"
+        );
+        let out = sanitize("[remote \"o\"]\n\turl = a://b@://c@d://e:f@g\n");
+        assert_eq!(out, "[remote \"o\"]\n\turl = a://://d://g\n");
+    }
+
     #[test]
     fn keys_on_a_header_line_and_legacy_subsections_are_read() {
         let out = sanitize("[credential.https://x] helper = SECRET\n[core] bare = false\n");
         assert_eq!(out, "[core] bare = false\n");
         let out = sanitize("[http] extraheader = SECRET\n[a]\n");
         assert_eq!(out, "[http]\n[a]\n");
+    }
+
+    /// Found by the `git_config` fuzz target: userinfo in a section header other than `[url "…"]`
+    /// (here one git would not even read) and in comments was kept.
+    #[test]
+    fn userinfo_goes_from_every_header_and_comment() {
+        let config = "[http \"https://tok:SECRET@ghe.example/\"]\n\tsslVerify = true\n\
+                      [re = https://x-access-token:SECRET@github.com [core]\n\
+                      # cloned from https://tok:SECRET@github.com/o/r\n\
+                      [core] ; was https://u:SECRET@x.example/\n";
+        let out = sanitize(config);
+        assert!(!out.contains("SECRET"), "{out}");
+        assert!(
+            out.starts_with("[http \"https://ghe.example/\"]\n\tsslVerify = true\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("# cloned from https://github.com/o/r\n"),
+            "{out}"
+        );
+    }
+
+    /// Found by the `git_config` fuzz target: userinfo that held the whitespace ending a garbled
+    /// line's "key" hid the `token` after it, so a second pass dropped what the first had kept.
+    #[test]
+    fn sanitising_twice_changes_nothing() {
+        let config = "[core]\n[[://g\x0bit@github.com/\"]tokenteem/\n\tbare = false\n";
+        let out = sanitize(config);
+        assert_eq!(out, "[core]\n\tbare = false\n");
+        assert_eq!(sanitize(&out), out);
     }
 
     #[test]
