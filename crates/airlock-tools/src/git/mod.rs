@@ -99,11 +99,14 @@ impl Tool for Git {
         let mode = mode(ctx.config);
         let mut extras = Extras::default();
         let git = ctx.host.find_host_program("git", ctx.project);
+        // Read once: the repository, and its config (None when missing or not a regular file).
+        let repository = linked::repository(ctx.project);
+        let (config_is_plain, config) = match repository.common_dir() {
+            Some(dir) => read_config(dir, &mut extras),
+            None => (true, None),
+        };
         // The host's git runs in the project (for includeIf "gitdir:") only when its config is a
         // plain file: a FIFO there would block it, a symlink would point it anywhere.
-        let config_is_plain = linked::repository(ctx.project)
-            .common_dir()
-            .is_none_or(|dir| config_is_plain(dir, &mut extras));
         let run_in = if config_is_plain {
             ctx.project
         } else {
@@ -121,7 +124,14 @@ impl Tool for Git {
                 }),
             None => BTreeMap::new(),
         };
-        repository_mounts(ctx, mode, &global, &mut extras);
+        repository_mounts(
+            ctx,
+            mode,
+            &repository,
+            config.as_deref(),
+            &global,
+            &mut extras,
+        );
         if mode == "disabled" {
             return extras;
         }
@@ -152,8 +162,9 @@ fn readonly(path: &Path, is_dir: bool) -> ToolMount {
     }
 }
 
-/// Whether `<git dir>/config` is missing or a regular file; a warning when it is anything else.
-fn config_is_plain(git_dir: &Path, extras: &mut Extras) -> bool {
+/// `<git dir>/config`: whether it is missing or a regular file (a warning when it is anything
+/// else), and its text when it could be read.
+fn read_config(git_dir: &Path, extras: &mut Extras) -> (bool, Option<String>) {
     let path = git_dir.join("config");
     match std::fs::symlink_metadata(&path) {
         Ok(meta) if !meta.is_file() => {
@@ -162,9 +173,14 @@ fn config_is_plain(git_dir: &Path, extras: &mut Extras) -> bool {
                  will not work here (replace it with a regular file)",
                 path.display()
             ));
-            false
+            (false, None)
         }
-        _ => true,
+        _ => {
+            let text = airlock_config::hostfs::read_regular(&path, CONFIG_BYTES)
+                .ok()
+                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+            (true, text)
+        }
     }
 }
 
@@ -175,8 +191,12 @@ pub const CONFIG_BYTES: u64 = 4 << 20;
 /// something to take out (a config with no secrets is shown as it is: no copy, no extra mount).
 pub fn sanitized_config(git_dir: &Path) -> Option<String> {
     let bytes = airlock_config::hostfs::read_regular(&git_dir.join("config"), CONFIG_BYTES).ok()?;
-    let text = String::from_utf8_lossy(&bytes);
-    let clean = sanitize::sanitize(&text);
+    sanitized(&String::from_utf8_lossy(&bytes))
+}
+
+/// [`sanitize::sanitize`] of `text`, when that takes something out.
+fn sanitized(text: &str) -> Option<String> {
+    let clean = sanitize::sanitize(text);
     (clean != text).then_some(clean)
 }
 
@@ -188,17 +208,16 @@ pub fn sanitized_config(git_dir: &Path) -> Option<String> {
 fn repository_mounts(
     ctx: &ToolContext,
     mode: &str,
+    repository: &linked::Repository,
+    config: Option<&str>,
     global: &BTreeMap<String, String>,
     extras: &mut Extras,
 ) {
-    let repository = linked::repository(ctx.project);
     let dot_git = ctx.project.join(".git");
     if repository.is_git_file() && std::fs::symlink_metadata(&dot_git).is_ok_and(|m| m.is_file()) {
-        extras
-            .fixed_mounts
-            .push(readonly(&ctx.project.join(".git"), false));
+        extras.fixed_mounts.push(readonly(&dot_git, false));
     }
-    if let linked::Repository::Unlinked(reason) = &repository {
+    if let linked::Repository::Unlinked(reason) = repository {
         extras.warnings.push(format!(
             "tool git: {reason}; no repository is mounted, so git inside finds none here"
         ));
@@ -210,7 +229,7 @@ fn repository_mounts(
     if let Some(git_dir) = &git_dir {
         if mode == "readonly" {
             extras.fixed_mounts.push(readonly(git_dir, true));
-            if let Some(content) = sanitized_config(git_dir) {
+            if let Some(content) = config.and_then(sanitized) {
                 extras.files.push(GeneratedFile {
                     tool: "git".into(),
                     target: git_dir.join("config"),
@@ -229,14 +248,7 @@ fn repository_mounts(
     if ctx.config.flag("allow_hooks", false) {
         return;
     }
-    let repo_config = git_dir
-        .as_deref()
-        .and_then(|dir| {
-            airlock_config::hostfs::read_regular(&dir.join("config"), CONFIG_BYTES).ok()
-        })
-        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-        .unwrap_or_default();
-    let hooks_path = sanitize::plain_value(&repo_config, "core", "hookspath")
+    let hooks_path = sanitize::plain_value(config.unwrap_or(""), "core", "hookspath")
         .or_else(|| global.get("core.hookspath").cloned());
     if let Some(dir) = hooks_path.and_then(|value| hooks_dir_in_project(ctx, &value)) {
         match ctx.host.state(&dir) {
