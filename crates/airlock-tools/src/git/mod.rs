@@ -194,6 +194,18 @@ pub fn sanitized_config(git_dir: &Path) -> Option<String> {
     sanitized(&String::from_utf8_lossy(&bytes))
 }
 
+/// The hosts the project's repository names in its remotes (`remote.*.url`, `pushurl`); none when
+/// it has no repository or its config is not a readable regular file.
+pub fn remote_hosts_of(project: &Path) -> Vec<String> {
+    linked::repository(project)
+        .common_dir()
+        .and_then(|dir| {
+            airlock_config::hostfs::read_regular(&dir.join("config"), CONFIG_BYTES).ok()
+        })
+        .map(|bytes| sanitize::remote_hosts(&String::from_utf8_lossy(&bytes)))
+        .unwrap_or_default()
+}
+
 /// [`sanitize::sanitize`] of `text`, when that takes something out.
 fn sanitized(text: &str) -> Option<String> {
     let clean = sanitize::sanitize(text);

@@ -186,17 +186,7 @@ fn register_bridge(
         return Ok(None);
     }
     let mut credential_hosts = profile.bridge_credential_hosts.clone();
-    let repository = airlock_tools::git::linked::repository(&spec.project);
-    if let Some(git_dir) = repository.common_dir()
-        && let Ok(bytes) = airlock_config::hostfs::read_regular(
-            &git_dir.join("config"),
-            airlock_tools::git::CONFIG_BYTES,
-        )
-    {
-        credential_hosts.extend(airlock_tools::git::sanitize::remote_hosts(
-            &String::from_utf8_lossy(&bytes),
-        ));
-    }
+    credential_hosts.extend(airlock_tools::git::remote_hosts_of(&spec.project));
     let pid = std::process::id();
     let scope = airlock_bridge::scope::SessionScope {
         sandbox: spec.name.clone(),
