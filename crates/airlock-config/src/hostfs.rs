@@ -6,16 +6,17 @@
 //! RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`), never block on open (`O_NONBLOCK`), check the
 //! type on the opened descriptor (`fstat`), and cap what they read.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io::{self, Read as _};
 use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 
-const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
-const RESOLVE_NO_SYMLINKS: u64 = 0x04;
-const RESOLVE_BENEATH: u64 = 0x08;
+pub const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+pub const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+pub const RESOLVE_BENEATH: u64 = 0x08;
+pub const RESOLVE_IN_ROOT: u64 = 0x10;
 
 #[repr(C)]
 struct OpenHow {
@@ -50,14 +51,13 @@ fn cstring(path: &Path) -> io::Result<CString> {
         .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
 }
 
-/// `openat2(dir, rel, flags)` resolving only beneath `dir`, through no symlink of any kind.
-/// Kernels without `openat2` (before 5.6) get a refusal rather than a weaker lookup.
-pub fn open_beneath(dir: BorrowedFd<'_>, rel: &Path, flags: i32) -> io::Result<OwnedFd> {
-    let path = cstring(rel)?;
+/// `openat2(dir, path, flags | O_CLOEXEC, resolve)`. It allocates nothing, so the sandbox's own
+/// setup (between clone and exec) uses it too.
+pub fn openat2(dir: BorrowedFd<'_>, path: &CStr, flags: i32, resolve: u64) -> io::Result<OwnedFd> {
     let how = OpenHow {
-        flags: (flags | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64,
+        flags: (flags | libc::O_CLOEXEC) as u64,
         mode: 0,
-        resolve: RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        resolve,
     };
     // SAFETY: valid fd, C string and struct of the size passed.
     let fd = unsafe {
@@ -74,6 +74,17 @@ pub fn open_beneath(dir: BorrowedFd<'_>, rel: &Path, flags: i32) -> io::Result<O
     }
     // SAFETY: a fresh descriptor this function owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// `openat2(dir, rel, flags)` resolving only beneath `dir`, through no symlink of any kind.
+/// Kernels without `openat2` (before 5.6) get a refusal rather than a weaker lookup.
+pub fn open_beneath(dir: BorrowedFd<'_>, rel: &Path, flags: i32) -> io::Result<OwnedFd> {
+    openat2(
+        dir,
+        &cstring(rel)?,
+        flags | libc::O_NOFOLLOW,
+        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    )
 }
 
 /// Opens `path` without following a final symlink and without blocking (FIFOs, devices).

@@ -16,9 +16,7 @@ const FSCONFIG_SET_STRING: libc::c_uint = 1;
 const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
 const FSOPEN_CLOEXEC: libc::c_uint = 1;
 const FSMOUNT_CLOEXEC: libc::c_uint = 1;
-pub const RESOLVE_NO_SYMLINKS: u64 = 0x04;
-pub const RESOLVE_BENEATH: u64 = 0x08;
-pub const RESOLVE_IN_ROOT: u64 = 0x10;
+pub use airlock_config::hostfs::{RESOLVE_BENEATH, RESOLVE_IN_ROOT, RESOLVE_NO_SYMLINKS};
 
 #[repr(C)]
 struct MountAttr {
@@ -26,13 +24,6 @@ struct MountAttr {
     attr_clr: u64,
     propagation: u64,
     userns_fd: u64,
-}
-
-#[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
 }
 
 fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
@@ -49,24 +40,7 @@ fn owned(ret: libc::c_long) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// `openat2(dirfd, path, flags, resolve)`.
-pub fn openat2(dir: BorrowedFd<'_>, path: &CStr, flags: i32, resolve: u64) -> io::Result<OwnedFd> {
-    let how = OpenHow {
-        flags: (flags | libc::O_CLOEXEC) as u64,
-        mode: 0,
-        resolve,
-    };
-    // SAFETY: pointers are valid for the call; the size matches the struct we pass.
-    owned(unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dir.as_raw_fd(),
-            path.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    })
-}
+pub use airlock_config::hostfs::openat2;
 
 /// A detached copy of the mount tree at `fd` (recursive when `recursive`).
 pub fn clone_tree(fd: BorrowedFd<'_>, recursive: bool) -> io::Result<OwnedFd> {
