@@ -430,3 +430,52 @@ fn zsh_prompt_gets_the_sandbox_marker_after_the_users_zshrc() {
         "the user's file is untouched"
     );
 }
+
+/// The layer is sandbox-written: bringing commits back reads only regular object files and
+/// checked refs from it, so planted links (to a host file, in `objects/` and `refs/heads`) carry
+/// nothing of the host into the repository, and the real commit still comes back.
+#[test]
+fn links_planted_in_the_git_layer_are_not_followed_when_commits_come_back() {
+    if !available() {
+        return;
+    }
+    let w = World::new("[tools.git]\nmode = \"readwrite\"\n");
+    let secret = w.root.join("host-secret");
+    write(&secret, "HOST-SECRET-BYTES\n");
+    let o = w.sh(&format!(
+        "git commit -q --allow-empty -m inside && mkdir -p .git/objects/pack .git/refs/heads/x && \
+         ln -s {s} .git/objects/pack/pack-{z}.pack && ln -s {s} .git/objects/pack/pack-{z}.idx && \
+         ln -s {s} .git/refs/heads/x/linked && echo ok",
+        s = secret.display(),
+        z = "0".repeat(40)
+    ));
+    // Control: `ok` is printed only when every link was planted in the layer.
+    assert_eq!(stdout(&o), "ok\n", "{}", text(&o));
+    let log = w.host_git(&["log", "-1", "--format=%s", "airlock/main"]);
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout),
+        "inside\n",
+        "{}",
+        text(&o)
+    );
+    let refs = w.host_git(&["for-each-ref", "--format=%(refname)"]);
+    assert!(
+        !String::from_utf8_lossy(&refs.stdout).contains("linked"),
+        "{}",
+        String::from_utf8_lossy(&refs.stdout)
+    );
+    let packs = fs::read_dir(w.project.join(".git/objects/pack"))
+        .map(|d| d.flatten().any(|e| e.path().is_symlink()))
+        .unwrap_or(false);
+    assert!(!packs, "no link reached the host's objects");
+    let grep = Command::new("grep")
+        .args(["-rl", "HOST-SECRET-BYTES"])
+        .arg(w.project.join(".git"))
+        .output()
+        .expect("grep");
+    assert!(
+        grep.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&grep.stdout)
+    );
+}
