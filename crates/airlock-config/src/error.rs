@@ -61,6 +61,17 @@ pub enum ConfigError {
         reason: &'static str,
     },
 
+    /// A `[sandbox] hide` pattern that is not a usable glob.
+    #[error(
+        "{}: [sandbox] hide pattern {value:?} is not usable ({reason}); write a name glob such as \"*.pem\" or a project path such as \"/config/master.key\"",
+        path.display()
+    )]
+    HidePattern {
+        path: PathBuf,
+        value: String,
+        reason: String,
+    },
+
     /// A host-only section (read by host daemons) in a project file.
     #[error(
         "{}: {section} is a host setting and is honoured only in the global config; move it to \

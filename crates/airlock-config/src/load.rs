@@ -83,6 +83,15 @@ impl ConfigFile {
                 });
             }
         }
+        for pattern in &self.sandbox.hide {
+            if let Some(reason) = hide_pattern_problem(pattern) {
+                return Err(ConfigError::HidePattern {
+                    path: origin.to_path_buf(),
+                    value: pattern.clone(),
+                    reason,
+                });
+            }
+        }
         for MountEntry { path, .. } in &self.sandbox.mounts {
             let reason = if path.is_empty() {
                 Some("it is empty")
@@ -103,6 +112,24 @@ impl ConfigFile {
     }
 }
 
+/// Why `pattern` cannot be a `[sandbox] hide` glob, if it cannot.
+pub fn hide_pattern_problem(pattern: &str) -> Option<String> {
+    let body = pattern.strip_prefix('/').unwrap_or(pattern);
+    if body.is_empty() {
+        return Some("it names no file".into());
+    }
+    if pattern.contains('\0') {
+        return Some("it contains a NUL byte".into());
+    }
+    if body
+        .split('/')
+        .any(|part| part.is_empty() || part == "." || part == "..")
+    {
+        return Some("a path part is empty, `.` or `..`".into());
+    }
+    glob::Pattern::new(body).err().map(|e| e.msg.to_owned())
+}
+
 /// Why `name` cannot be passed to `setenv`, if it cannot.
 fn env_name_problem(name: &str) -> Option<&'static str> {
     if name.is_empty() {
@@ -119,7 +146,7 @@ fn env_name_problem(name: &str) -> Option<&'static str> {
 impl Profile {
     /// Layers the defaults, then the global file, then the project file.
     ///
-    /// Scalars: the later file wins when it sets the key. `env_passthrough`: the union, in order,
+    /// Scalars: the later file wins when it sets the key. `env_passthrough` and `hide`: the union, in order,
     /// without duplicates. `mounts`: global then project, each tagged with its file; overlaps are
     /// resolved by the sandbox spec builder, not here. `[network]`: `preset` and `allow_private` are
     /// scalars; `allow` and `deny` append (each rule tagged with its file); `resolve` maps merge, the
@@ -159,6 +186,11 @@ impl Profile {
         }
         if let Some(bridge) = s.bridge {
             self.bridge = bridge;
+        }
+        for pattern in &s.hide {
+            if !self.hide.contains(pattern) {
+                self.hide.push(pattern.clone());
+            }
         }
         for name in &s.env_passthrough {
             if !self.env_passthrough.contains(name) {

@@ -78,6 +78,10 @@ pub struct SandboxSection {
     /// Mask `.env*` files and `.airlock.toml` in the project (default true).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hide_env_files: Option<bool>,
+    /// More files and directories kept hidden in the project: globs, a name (`*.pem`) or a path
+    /// from the project root (`/config/master.key`, `secrets/**`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hide: Vec<String>,
     /// Host environment variables copied into the sandbox.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub env_passthrough: Vec<String>,
@@ -160,6 +164,8 @@ pub struct ProfileMount {
 pub struct Profile {
     pub network: NetworkMode,
     pub hide_env_files: bool,
+    /// `[sandbox] hide` of both files, global first, without duplicates.
+    pub hide: Vec<String>,
     pub env_passthrough: Vec<String>,
     pub nested_namespaces: bool,
     pub mounts: Vec<ProfileMount>,
@@ -182,6 +188,7 @@ impl Default for Profile {
         Profile {
             network: NetworkMode::Proxy,
             hide_env_files: true,
+            hide: Vec::new(),
             env_passthrough: Vec::new(),
             nested_namespaces: false,
             mounts: Vec::new(),

@@ -13,7 +13,7 @@ const INIT_TEMPLATE: &str = r#"# airlock configuration.
 # Global file: $XDG_CONFIG_HOME/airlock/config.toml (default ~/.config/airlock/config.toml).
 # A project may have a .airlock.toml with the same keys. It is loaded only after you review it and
 # run `airlock trust add <dir>`, and it is ignored again as soon as it changes, until re-trusted.
-# Project values override global ones; env_passthrough and mounts are added to the global ones.
+# Project values override global ones; env_passthrough, hide and mounts are added to the global ones.
 #
 # Every key below is commented out and shows its default. Unknown keys are an error.
 
@@ -26,6 +26,10 @@ const INIT_TEMPLATE: &str = r#"# airlock configuration.
 
 # Mask .env* files and .airlock.toml inside the project, so secrets and the config stay unseen.
 #hide_env_files = true
+
+# More files and directories to hide in the project, as globs: a name matches at any depth
+# ("*.pem"), a path starts at the project root ("/config/master.key", "secrets/**").
+#hide = []
 
 # Host environment variables copied into the sandbox, by name, e.g. ["TERM", "LANG"].
 #env_passthrough = []
@@ -125,6 +129,8 @@ pub fn render_profile(p: &Profile) -> String {
     // Writing to a String cannot fail.
     let _ = writeln!(out, "network = {}", quote(p.network.as_str()));
     let _ = writeln!(out, "hide_env_files = {}", p.hide_env_files);
+    let hidden: Vec<String> = p.hide.iter().map(|n| quote(n)).collect();
+    let _ = writeln!(out, "hide = [{}]", hidden.join(", "));
     let names: Vec<String> = p.env_passthrough.iter().map(|n| quote(n)).collect();
     let _ = writeln!(out, "env_passthrough = [{}]", names.join(", "));
     let _ = writeln!(out, "nested_namespaces = {}", p.nested_namespaces);
@@ -298,6 +304,7 @@ mod tests {
             "[sandbox]\n\
              network = \"proxy\"\n\
              hide_env_files = true\n\
+             hide = []\n\
              env_passthrough = []\n\
              nested_namespaces = false\n\
              bridge = true\n\
@@ -319,6 +326,7 @@ mod tests {
         let profile = Profile {
             network: NetworkMode::None,
             hide_env_files: false,
+            hide: vec!["*.pem".into(), "/config/master.key".into()],
             env_passthrough: vec!["TERM".into(), "WEIRD\"NAME\\".into()],
             nested_namespaces: true,
             bridge: false,

@@ -56,8 +56,9 @@ pub struct HostFacts {
     pub system: BTreeMap<PathBuf, PathKind>,
     /// The `/etc` entries of [`ETC_ENTRIES`] and what they are.
     pub etc: BTreeMap<PathBuf, PathKind>,
-    /// `.env` and `.env.*` regular files in the project (depth 3, pruned directories skipped).
-    pub env_files: Vec<PathBuf>,
+    /// Where the previous session of this project kept masks (its index), relative to the project.
+    #[serde(default)]
+    pub hidden: Vec<crate::hide::HiddenPath>,
     /// The project's `.airlock.toml`, when it is a regular file.
     pub project_config: Option<PathBuf>,
     /// Each custom mount path as written in the config, with its `~`-expanded form and what is there.
@@ -152,12 +153,6 @@ pub const ETC_ENTRIES: &[&str] = &[
     "/etc/zsh",
 ];
 
-/// Directories never searched for `.env` files.
-pub const ENV_SCAN_SKIP: &[&str] = &[".git", "node_modules", "target", ".venv", "vendor"];
-
-/// How deep below the project root `.env` files are looked for (the root itself is depth 1).
-pub const ENV_SCAN_DEPTH: usize = 3;
-
 /// What is at `path`, without following a final symlink.
 pub fn path_kind(path: &Path) -> PathKind {
     match fs::symlink_metadata(path) {
@@ -184,47 +179,6 @@ pub fn project_root(cwd: &Path, home: &Path) -> PathBuf {
         }
     }
     cwd.to_owned()
-}
-
-/// `.env`, `.env.*` and `.envrc` regular files under `project`, sorted. A symlink with such a
-/// name (`web/.env -> ../secrets/dev.env`) stands for the project file it leads to, which is
-/// masked instead; one leading out of the project is absent inside anyway.
-pub fn find_env_files(project: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    scan(project, project, 1, &mut found);
-    found.sort();
-    found.dedup();
-    found
-}
-
-fn is_env_name(name: &str) -> bool {
-    name == ".env" || name.starts_with(".env.") || name == ".envrc"
-}
-
-fn scan(project: &Path, dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if kind.is_file() && is_env_name(&name) {
-            found.push(entry.path());
-        } else if kind.is_symlink() && is_env_name(&name) {
-            if let Ok(target) = fs::canonicalize(entry.path())
-                && target.starts_with(project)
-                && fs::symlink_metadata(&target).is_ok_and(|m| m.is_file())
-            {
-                found.push(target);
-            }
-        } else if kind.is_dir() && depth < ENV_SCAN_DEPTH && !ENV_SCAN_SKIP.contains(&name.as_ref())
-        {
-            scan(project, &entry.path(), depth + 1, found);
-        }
-    }
 }
 
 /// The user name of `uid` from `/etc/passwd`, else `$USER`, else the number.
@@ -292,7 +246,12 @@ impl HostFacts {
             sandboxes_dir: paths.sandboxes_dir(),
             system: kinds(SYSTEM_PATHS),
             etc: kinds(ETC_ENTRIES),
-            env_files: find_env_files(project),
+            hidden: crate::hide::read_index(
+                &paths
+                    .sandboxes_dir()
+                    .join(crate::state::sandbox_name(project))
+                    .join(crate::hide::INDEX),
+            ),
             project_config: (path_kind(&config) == PathKind::File).then_some(config),
             mount_sources,
             bridge: BridgeFacts::gather(paths),

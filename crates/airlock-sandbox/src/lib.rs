@@ -8,6 +8,7 @@
 pub mod builder;
 pub mod contrib;
 pub mod doctor;
+pub mod hide;
 pub mod host;
 pub mod native;
 pub mod spec;

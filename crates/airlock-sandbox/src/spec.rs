@@ -39,6 +39,9 @@ pub struct SandboxSpec {
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub prepare: Vec<PrepareStep>,
     pub seccomp: SeccompPolicy,
+    /// What the sandbox's init keeps hidden in the project for the whole session.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub hide: Option<crate::hide::HideSpec>,
 }
 
 /// One step of building the sandbox's root. Targets are absolute paths inside the sandbox.

@@ -44,8 +44,39 @@ fn parents_come_before_children() {
             .unwrap_or_else(|| panic!("{t} missing"))
     };
     assert!(pos("/home/dev") < pos("/home/dev/code/app"));
-    assert!(pos("/home/dev/code/app") < pos("/home/dev/code/app/.env"));
-    assert!(pos("/home/dev/code/app") < pos("/home/dev/code/app/web/.env.local"));
+    assert!(pos("/home/dev/code/app") < pos("/home/dev/code/app/.airlock.toml"));
+    assert!(pos("/run") < pos(airlock_sandbox::hide::EMPTY));
+}
+
+#[test]
+fn hidden_files_are_a_rule_kept_for_the_session() {
+    let profile = Profile {
+        hide: vec!["*.pem".into(), "/config/master.key".into()],
+        ..Profile::default()
+    };
+    let spec = build(&profile, &host(), &RunRequest::default()).expect("spec");
+    let hide = spec.hide.expect("a keeper");
+    assert_eq!(hide.root, PathBuf::from("/home/dev/code/app"));
+    for pattern in [
+        ".env",
+        ".env.*",
+        ".envrc",
+        "/.airlock.toml",
+        "*.pem",
+        "/config/master.key",
+    ] {
+        assert!(
+            hide.patterns.iter().any(|p| p == pattern),
+            "{pattern} missing"
+        );
+    }
+    assert!(hide.skip.iter().any(|s| s == "node_modules"));
+    assert_eq!(hide.known.len(), 1, "the last session's masks come first");
+    assert!(hide.index.ends_with("hidden.json"));
+    assert!(
+        hide.index
+            .starts_with("/home/dev/.local/share/airlock/sandboxes")
+    );
 }
 
 #[test]
@@ -61,6 +92,7 @@ fn env_files_unmasked_when_asked() {
             .iter()
             .any(|op| matches!(op, MountOp::MaskFile { .. }))
     );
+    assert_eq!(spec.hide, None, "nothing hidden, nothing pinned: no keeper");
 }
 
 #[test]
@@ -314,17 +346,4 @@ fn duplicate_mount_with_other_mode_is_an_error() {
         text.contains("readwrite in /home/dev/code/app/.airlock.toml"),
         "{text}"
     );
-}
-
-#[test]
-fn masks_under_a_custom_tmpfs_are_dropped() {
-    let mut h = host();
-    let m = mount(&mut h, "~/code/app/web", MountMode::Tmpfs, dir());
-    let profile = Profile {
-        mounts: vec![m],
-        ..Profile::default()
-    };
-    let spec = build(&profile, &h, &RunRequest::default()).expect("spec");
-    assert!(!targets(&spec.mounts).contains(&"/home/dev/code/app/web/.env.local".to_owned()));
-    assert!(targets(&spec.mounts).contains(&"/home/dev/code/app/.env".to_owned()));
 }

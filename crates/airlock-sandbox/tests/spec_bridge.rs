@@ -25,7 +25,7 @@ fn bridge_mounts_shims_and_gitconfig() {
     let bridge_ops: Vec<&MountOp> = spec
         .mounts
         .iter()
-        .filter(|op| op.target().starts_with("/run/airlock"))
+        .filter(|op| bridge_target(op.target()))
         .collect();
     let prepare: Vec<&PrepareStep> = spec
         .prepare
@@ -86,7 +86,7 @@ fn bridge_mounts_shims_and_gitconfig() {
     let targets: Vec<String> = spec
         .mounts
         .iter()
-        .filter(|op| op.target().starts_with("/run/airlock"))
+        .filter(|op| bridge_target(op.target()))
         .map(|op| op.target().display().to_string())
         .collect();
     assert_eq!(targets, ["/run/airlock/airlock", "/run/airlock/bin"]);
@@ -99,11 +99,7 @@ fn bridge_mounts_shims_and_gitconfig() {
         ..Profile::default()
     };
     let spec = build(&off, &h, &RunRequest::default()).expect("spec");
-    assert!(
-        spec.mounts
-            .iter()
-            .all(|op| !op.target().starts_with("/run/airlock"))
-    );
+    assert!(spec.mounts.iter().all(|op| !bridge_target(op.target())));
     assert!(!spec.env.contains_key("BROWSER"));
 
     // GIT_CREDENTIAL_BRIDGE=0 on the host: no credential helper registration.
@@ -120,4 +116,9 @@ fn bridge_mounts_shims_and_gitconfig() {
             .iter()
             .any(|op| op.target() == Path::new("/run/airlock/bridge/run"))
     );
+}
+
+/// A bridge mount: under `/run/airlock`, but not the hidden files' sources.
+fn bridge_target(target: &Path) -> bool {
+    target.starts_with("/run/airlock") && !target.starts_with(airlock_sandbox::hide::PINNED_DIR)
 }

@@ -66,7 +66,12 @@ fn readonly_mounts_git_read_only_with_the_resolved_identity_including_include_if
     let plan = plan(&f, "");
     assert_eq!(plan.mounts, vec![ro(f.project.join(".git"), true)]);
     assert!(plan.env.is_empty() && plan.warnings.is_empty(), "{plan:?}");
-    assert!(sanitized_config(&plan).is_none(), "{plan:?}");
+    let host_config = std::fs::read_to_string(f.project.join(".git/config")).unwrap();
+    assert_eq!(
+        sanitized_config(&plan),
+        Some(host_config.as_str()),
+        "nothing to take out: the view is a copy, line for line (held in place for the session)"
+    );
     let ignore = f.h(".config/git/ignore");
     assert_eq!(
         gitconfig(&plan),
@@ -83,8 +88,8 @@ fn readonly_mounts_git_read_only_with_the_resolved_identity_including_include_if
         .find(|file| file.target == ignore)
         .expect("ignore copy");
     assert_eq!(copied.content, "*.swp\n");
-    // No secrets in this repository's config: it is shown as it is, no copy is bound.
-    assert_eq!(plan.files.len(), 2);
+    // The repository's config view, the ignore copy, the generated ~/.gitconfig.
+    assert_eq!(plan.files.len(), 3);
 }
 
 #[test]

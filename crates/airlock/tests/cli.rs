@@ -130,10 +130,12 @@ fn print_spec_is_json_and_launches_nothing() {
     assert_eq!(spec["argv"], serde_json::json!(["echo", "hi"]));
     assert_eq!(spec["network"], "none");
     assert_eq!(spec["project"], w.project.display().to_string());
-    let masked = spec["mounts"].as_array().expect("mounts").iter().any(|m| {
-        m["op"] == "mask-file" && m["target"] == w.project.join(".env").display().to_string()
-    });
-    assert!(masked, "the .env file is masked");
+    assert_eq!(spec["hide"]["root"], w.project.display().to_string());
+    let rules = spec["hide"]["patterns"].as_array().expect("hide patterns");
+    assert!(
+        rules.iter().any(|p| p == ".env"),
+        "the .env files are hidden"
+    );
     assert_eq!(w.sandbox_count(), 0);
 }
 

@@ -508,3 +508,27 @@ fn network_layering_overrides_scalars_appends_lists_merges_maps() {
         crate::EgressPreset::Balanced
     );
 }
+
+#[test]
+fn hide_patterns_are_checked_and_layered() {
+    for (bad, why) in [
+        ("[oops", "["),
+        ("../up", "`..`"),
+        ("/", "names no file"),
+        ("a//b", "empty"),
+    ] {
+        let msg = parse_err(&format!("[sandbox]\nhide = [{bad:?}]\n"));
+        assert_contains(&msg, &["/proj/.airlock.toml", bad, why, "hide pattern"]);
+    }
+    let global = parse_str("[sandbox]\nhide = [\"*.pem\"]\n", Path::new("/g.toml")).unwrap();
+    let project = parse_str(
+        "[sandbox]\nhide = [\"*.pem\", \"/config/master.key\"]\n",
+        Path::new("/p.toml"),
+    )
+    .unwrap();
+    let p = Profile::layer(
+        Some((Path::new("/g.toml"), &global)),
+        Some((Path::new("/p.toml"), &project)),
+    );
+    assert_eq!(p.hide, ["*.pem", "/config/master.key"]);
+}

@@ -11,6 +11,7 @@ use crate::spec::{EgressSpec, MountOp, SandboxSpec, SeccompPolicy};
 pub mod bridge;
 mod custom;
 mod env;
+mod hide;
 mod tools;
 
 use crate::state::sandbox_name;
@@ -127,18 +128,16 @@ pub fn build_with_tools(
         "the project",
     );
     let custom = custom_mounts(profile, host, &plan)?;
-    if profile.hide_env_files {
-        let masks = host.env_files.iter().chain(host.project_config.iter());
-        for file in masks {
-            if !custom.iter().any(|(op, _)| covers(op, file)) {
-                plan.push(
-                    MountOp::MaskFile {
-                        target: file.clone(),
-                    },
-                    "a masked file",
-                );
-            }
-        }
+    if profile.hide_env_files
+        && let Some(file) = &host.project_config
+        && !custom.iter().any(|(op, _)| covers(op, file))
+    {
+        plan.push(
+            MountOp::MaskFile {
+                target: file.clone(),
+            },
+            "a masked file",
+        );
     }
     let mut writable = vec![
         host.project.clone(),
@@ -170,6 +169,7 @@ pub fn build_with_tools(
     for op in tools.ops {
         plan.push(op, "a tool mount");
     }
+    let hide = hide::plan(profile, host, &state_root, &mut plan);
 
     let cwd = if host.cwd.starts_with(&host.project) {
         host.cwd.clone()
@@ -234,6 +234,7 @@ pub fn build_with_tools(
         seccomp: SeccompPolicy {
             nested_namespaces: profile.nested_namespaces,
         },
+        hide,
     })
 }
 

@@ -8,12 +8,16 @@ use std::io::IoSlice;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
+use std::os::fd::AsFd;
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
 
 use super::creds::{self, FdLimit};
+use super::keeper::Keeper;
 use super::{caps, landlock, net, rootfs, seccomp};
 use crate::spec::{MountOp, SandboxSpec};
 use airlock_config::NetworkMode;
@@ -35,6 +39,8 @@ pub struct ChildPlan {
     pub last_cap: u32,
     /// The descriptor limit to give the workload (the supervisor raised its own).
     pub fd_limit: Option<FdLimit>,
+    /// What init keeps hidden for the whole session.
+    pub hide: Option<crate::hide::HideSpec>,
 }
 
 impl ChildPlan {
@@ -76,6 +82,7 @@ impl ChildPlan {
             seccomp: seccomp::build(spec.seccomp),
             last_cap: caps::last_cap(),
             fd_limit: None,
+            hide: spec.hide.clone(),
         })
     }
 }
@@ -88,8 +95,8 @@ pub fn send(sock: RawFd, kind: u8, body: &[u8]) {
         nix::sys::socket::sendmsg::<()>(sock, &iov, &[], nix::sys::socket::MsgFlags::empty(), None);
 }
 
-/// Sends one message carrying a file descriptor (SCM_RIGHTS).
-fn send_fd(sock: RawFd, kind: u8, passed: RawFd) {
+/// Sends one message carrying a file descriptor (SCM_RIGHTS); `what` names it in the error.
+fn send_fd(sock: RawFd, kind: u8, passed: RawFd, what: &str) {
     let head = [kind];
     let iov = [IoSlice::new(&head)];
     let fds = [passed];
@@ -101,10 +108,7 @@ fn send_fd(sock: RawFd, kind: u8, passed: RawFd) {
         nix::sys::socket::MsgFlags::empty(),
         None,
     ) {
-        die(
-            sock,
-            &format!("cannot hand the egress listener to the supervisor: {e}"),
-        );
+        die(sock, &format!("cannot hand {what} to the supervisor: {e}"));
     }
 }
 
@@ -145,7 +149,7 @@ pub fn main(plan: &ChildPlan, sock: OwnedFd) -> ! {
         // The supervisor serves the proxy on this socket: it is reachable from inside this network
         // namespace only, and no forwarder process runs in the sandbox.
         match net::egress_listener(net::EGRESS_PORT) {
-            Ok(listener) => send_fd(fd, b'L', listener.as_raw_fd()),
+            Ok(listener) => send_fd(fd, b'L', listener.as_raw_fd(), "the egress listener"),
             Err(e) => die(
                 fd,
                 &format!(
@@ -165,7 +169,8 @@ const FORWARDED: [Signal; 4] = [
     Signal::SIGQUIT,
 ];
 
-/// PID 1: start the workload, reap every child, forward signals, report the workload's end.
+/// PID 1: start the workload, reap every child, forward signals, keep hidden files hidden, report
+/// the workload's end.
 fn init(plan: &ChildPlan, sock: RawFd) -> ! {
     let mut mask = SigSet::empty();
     for s in FORWARDED {
@@ -173,35 +178,83 @@ fn init(plan: &ChildPlan, sock: RawFd) -> ! {
     }
     mask.add(Signal::SIGCHLD);
     // The parent blocked these before the clone, so none is lost before the signalfd exists.
-    let sfd = match SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC) {
+    let sfd = match SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK) {
         Ok(sfd) => sfd,
         Err(e) => die(sock, &format!("cannot create a signalfd: {e}")),
     };
+    // Everything the rules name is hidden, and every directory watched, before the workload runs.
+    let mut keeper = match plan.hide.as_ref().map(Keeper::start).transpose() {
+        Ok(keeper) => keeper,
+        Err(e) => die(sock, &e.0),
+    };
+    if let Some(k) = &keeper {
+        // The supervisor holds the watches too, so init's exit does not pay for tearing them
+        // down (an inotify instance's last close waits out an RCU grace period, ~15 ms).
+        send_fd(sock, b'N', k.fd().as_raw_fd(), "the directory watches");
+    }
+    report_keeper(keeper.as_mut(), sock);
     // SAFETY: init is single-threaded; the child only runs the workload setup and execve.
     let workload = match unsafe { fork() } {
         Ok(ForkResult::Child) => {
             drop(sfd);
+            drop(keeper);
             workload(plan, sock)
         }
         Ok(ForkResult::Parent { child }) => child,
         Err(e) => die(sock, &format!("cannot start the workload: {e}")),
     };
     loop {
-        let info = match sfd.read_signal() {
-            Ok(Some(info)) => info,
-            Ok(None) => continue,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => die(sock, &format!("cannot read signals: {e}")),
+        let (signals, events) = {
+            let mut fds = vec![PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
+            if let Some(k) = &keeper {
+                fds.push(PollFd::new(k.fd(), PollFlags::POLLIN));
+            }
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => die(sock, &format!("cannot wait for events: {e}")),
+            }
+            let ready = |i: usize| {
+                fds.get(i)
+                    .and_then(|f| f.revents())
+                    .is_some_and(|r| !r.is_empty())
+            };
+            (ready(0), ready(1))
         };
-        let signo = info.ssi_signo as i32;
-        if signo == libc::SIGCHLD {
-            reap(workload, sock);
-        } else if info.ssi_code != libc::SI_KERNEL {
-            // A signal generated by the terminal already reached the workload (same process group);
-            // only signals someone sent on purpose are passed on, so none arrives twice.
-            // SAFETY: plain kill(2).
-            unsafe { libc::kill(workload.as_raw(), signo) };
+        if events && let Some(k) = keeper.as_mut() {
+            if let Err(e) = k.handle() {
+                send(sock, b'F', e.0.as_bytes());
+                // SAFETY: as in die(); leaving init kills every process of the sandbox.
+                unsafe { libc::_exit(SETUP_FAILED) }
+            }
+            report_keeper(Some(k), sock);
         }
+        if !signals {
+            continue;
+        }
+        while let Ok(Some(info)) = sfd.read_signal() {
+            let signo = info.ssi_signo as i32;
+            if signo == libc::SIGCHLD {
+                reap(workload, sock);
+            } else if info.ssi_code != libc::SI_KERNEL {
+                // A signal generated by the terminal already reached the workload (same process
+                // group); only signals someone sent on purpose are passed on, so none arrives twice.
+                // SAFETY: plain kill(2).
+                unsafe { libc::kill(workload.as_raw(), signo) };
+            }
+        }
+    }
+}
+
+/// Tells the supervisor where the masks are now (for the next launch) and what to warn about.
+fn report_keeper(keeper: Option<&mut Keeper>, sock: RawFd) {
+    let Some(keeper) = keeper else {
+        return;
+    };
+    if let Some(warning) = keeper.take_warning() {
+        send(sock, b'W', warning.as_bytes());
+    }
+    if let Some(index) = keeper.take_index() {
+        send(sock, b'H', &index);
     }
 }
 

@@ -43,6 +43,8 @@ pub enum LaunchError {
     Setup(String),
     #[error("the sandbox's init ended without reporting the workload's status")]
     Lost,
+    #[error("the sandbox was stopped: {0}")]
+    Stopped(String),
 }
 
 const FORWARDED: [Signal; 4] = [
@@ -146,7 +148,8 @@ fn clone_and_wait(
         return Err(e);
     }
     nix::unistd::write(&parent_end, b"G").map_err(|e| LaunchError::Start(e.into()))?;
-    supervise(&pidfd, &parent_end, gates)
+    let index = spec.hide.as_ref().map(|h| h.index.as_path());
+    supervise(&pidfd, &parent_end, gates, index)
 }
 
 /// Step 2: `setgroups` = deny first (required before gid_map for an unprivileged caller), then the
@@ -168,6 +171,7 @@ fn supervise(
     pidfd: &OwnedFd,
     sock: &OwnedFd,
     gates: &mut dyn Gates,
+    index: Option<&std::path::Path>,
 ) -> Result<Outcome, LaunchError> {
     let mut forwarded = SigSet::empty();
     for s in FORWARDED {
@@ -175,7 +179,10 @@ fn supervise(
     }
     let sfd = SignalFd::with_flags(&forwarded, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
         .map_err(|e| LaunchError::Start(e.into()))?;
-    let mut report = Report::default();
+    let mut report = Report {
+        index: index.map(Into::into),
+        ..Report::default()
+    };
     let mut sock_open = true;
     loop {
         let mut fds = vec![
@@ -230,15 +237,24 @@ fn supervise(
 #[derive(Default)]
 struct Report {
     error: Option<String>,
+    stopped: Option<String>,
     outcome: Option<Outcome>,
     listener: Option<std::net::TcpListener>,
+    /// The keeper's inotify instance, held so that its teardown happens off the exit path.
+    watches: Option<OwnedFd>,
+    /// Where the keeper's index goes (the state root), when it runs.
+    index: Option<std::path::PathBuf>,
+    index_failed: bool,
 }
+
+/// The largest message on the launch socket (the keeper's index is the big one).
+const MESSAGE_CAP: usize = super::keeper::INDEX_MESSAGE_CAP + 4096;
 
 impl Report {
     /// Reads one message; false once the socket has nothing more to give.
     fn read(&mut self, sock: &OwnedFd) -> bool {
         use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
-        let mut buf = [0u8; 8192];
+        let mut buf = vec![0u8; MESSAGE_CAP];
         let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 1]);
         let mut iov = [std::io::IoSliceMut::new(&mut buf)];
         let (n, passed) = match recvmsg::<()>(
@@ -270,6 +286,14 @@ impl Report {
             b'E' if self.error.is_none() => {
                 self.error = Some(String::from_utf8_lossy(&buf[1..n]).into_owned())
             }
+            b'N' => {
+                // SAFETY: as for 'L' below: SCM_RIGHTS just installed it, we own it.
+                self.watches =
+                    passed.map(|fd| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+            }
+            b'F' => self.stopped = Some(String::from_utf8_lossy(&buf[1..n]).into_owned()),
+            b'W' => eprintln!("airlock: warning: {}", String::from_utf8_lossy(&buf[1..n])),
+            b'H' => self.write_index(&buf[1..n]),
             b'X' => self.outcome = code(&buf[1..n]).map(Outcome::Exited),
             b'S' => self.outcome = code(&buf[1..n]).map(Outcome::Signaled),
             b'L' => {
@@ -283,7 +307,29 @@ impl Report {
         true
     }
 
-    fn outcome(self) -> Result<Outcome, LaunchError> {
+    fn write_index(&mut self, body: &[u8]) {
+        let Some(path) = &self.index else {
+            return;
+        };
+        if let Err(e) = crate::hide::write_index(path, body)
+            && !std::mem::replace(&mut self.index_failed, true)
+        {
+            eprintln!(
+                "airlock: warning: cannot record the hidden files in {}: {e}; the next launch \
+                 finds them again by walking the project",
+                path.display()
+            );
+        }
+    }
+
+    fn outcome(mut self) -> Result<Outcome, LaunchError> {
+        if let Some(watches) = self.watches.take() {
+            // Closing it here would wait out an RCU grace period (~15 ms) on the way out.
+            let _ = sys::close_detached(watches);
+        }
+        if let Some(stopped) = self.stopped {
+            return Err(LaunchError::Stopped(stopped));
+        }
         match (self.error, self.outcome) {
             (Some(error), _) => Err(LaunchError::Setup(error)),
             (None, Some(outcome)) => Ok(outcome),

@@ -2,7 +2,7 @@
 //!
 //! The order of a launch is fixed in `shared/design/NATIVE-BACKEND.md`; each step lives in one module:
 //! `launch` (parent: clone, id maps, supervision), `child` (init and the workload's last steps),
-//! `rootfs` (mounts and pivot_root), `net`, `caps`, `landlock`, `seccomp`, `creds` (groups and the
+//! `rootfs` (mounts and pivot_root), `keeper` (hidden files, kept by init), `net`, `caps`, `landlock`, `seccomp`, `creds` (groups and the
 //! descriptor limit around the clone), and `sys` (raw calls).
 
 pub mod caps;
@@ -10,6 +10,7 @@ mod child;
 mod creds;
 #[cfg(test)]
 mod forked;
+mod keeper;
 pub mod landlock;
 mod launch;
 mod net;

@@ -194,3 +194,43 @@ pub unsafe fn clone_process(namespaces: libc::c_int) -> io::Result<Cloned> {
         pidfd: unsafe { OwnedFd::from_raw_fd(pidfd) },
     })
 }
+
+/// Gives the last reference to `fd` to a short-lived process that closes it and exits, and does
+/// not wait for it: for an inotify instance, whose last close waits out an RCU grace period.
+///
+/// The process shares this one's memory (`CLONE_VM`, like a thread, but with its own copy of the
+/// descriptor table) and only runs `close_range` on its own stack, so it costs no copy of the
+/// address space and no exec. Nobody reaps it; it is a zombie until this process exits.
+pub fn close_detached(fd: OwnedFd) -> io::Result<()> {
+    const STACK: usize = 16 * 1024;
+    extern "C" fn closer(arg: *mut libc::c_void) -> libc::c_int {
+        let keep = arg as usize as libc::c_uint;
+        // SAFETY: close_range only closes descriptors in this process's own copy of the table;
+        // with valid ranges it cannot fail, so errno (shared with the parent thread) is untouched.
+        unsafe {
+            if keep > 0 {
+                libc::syscall(libc::SYS_close_range, 0u32, keep - 1, 0u32);
+            }
+            libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32);
+        }
+        0
+    }
+    // The stack must outlive the child, which may outlive this call (and this process).
+    let stack: &'static mut [u8] = Box::leak(vec![0u8; STACK].into_boxed_slice());
+    let top = (stack.as_mut_ptr() as usize + STACK) & !15;
+    // SAFETY: `closer` only makes two raw system calls on the fresh stack above, which is never
+    // freed; CLONE_VM without CLONE_FILES gives it a copy of the descriptor table; exit signal 0.
+    let pid = unsafe {
+        libc::clone(
+            closer,
+            top as *mut libc::c_void,
+            libc::CLONE_VM,
+            fd.as_raw_fd() as usize as *mut libc::c_void,
+        )
+    };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    drop(fd);
+    Ok(())
+}

@@ -52,6 +52,13 @@ pub fn prepare(steps: &[PrepareStep]) -> Result<(), StateError> {
                 replace(to, &bytes, true)?;
             }
             PrepareStep::WriteFile { path, content } => {
+                // The same as the last launch wrote: reading it back costs less than a write and
+                // a rename.
+                if fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+                    && fs::read(path).is_ok_and(|old| old == content.as_bytes())
+                {
+                    continue;
+                }
                 if let Some(parent) = path.parent() {
                     create_private_dir_all(parent)?;
                 }

@@ -241,7 +241,9 @@ fn repository_mounts(
     if let Some(git_dir) = &git_dir {
         if mode == "readonly" {
             extras.fixed_mounts.push(readonly(git_dir, true));
-            if let Some(content) = config.and_then(sanitized) {
+            // Always a copy, even with nothing to take out: the keeper holds it in place, so a
+            // secret the host adds while the session runs (`git remote set-url`) stays unseen.
+            if let Some(content) = config.map(sanitize::sanitize) {
                 extras.files.push(GeneratedFile {
                     tool: "git".into(),
                     target: git_dir.join("config"),

@@ -262,4 +262,20 @@ pub const CASES: &[Case] = &[
         name: "trust-git-link-not-followed",
         run: host_trust::git_link_not_followed,
     },
+    Case {
+        name: "trust-mask-host-replaces",
+        run: host_trust::mask_host_replaces,
+    },
+    Case {
+        name: "trust-mask-moved-parent",
+        run: host_trust::mask_moved_parent,
+    },
+    Case {
+        name: "trust-hide-globs",
+        run: host_trust::hide_globs,
+    },
+    Case {
+        name: "trust-git-config-stays-sanitised",
+        run: host_trust::git_config_stays_sanitised,
+    },
 ];

@@ -14,11 +14,13 @@
 
 mod config;
 mod launch;
+mod masks;
 mod refs;
 mod repos;
 
 pub use config::{config_keys_readwrite, config_secrets_hidden, guard_symlink_race};
 pub use launch::{git_link_not_followed, path_planted_git};
+pub use masks::{git_config_stays_sanitised, hide_globs, mask_host_replaces, mask_moved_parent};
 pub use refs::commits_come_back_as_refs;
 pub use repos::{
     commondir_redirect, hookspath_in_project, repo_created_inside, submodule_gitdir_redirect,
