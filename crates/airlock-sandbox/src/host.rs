@@ -61,6 +61,9 @@ pub struct HostFacts {
     pub hidden: Vec<crate::hide::HiddenPath>,
     /// The project's `.airlock.toml`, when it is a regular file.
     pub project_config: Option<PathBuf>,
+    /// The host's CA bundle variables worth passing in ([`crate::trust`]).
+    #[serde(default)]
+    pub ca_trust: Vec<crate::trust::CaTrust>,
     /// Each custom mount path as written in the config, with its `~`-expanded form and what is there.
     pub mount_sources: BTreeMap<String, MountSource>,
     /// The host bridge as this launch sees it.
@@ -153,6 +156,13 @@ pub const ETC_ENTRIES: &[&str] = &[
     "/etc/zsh",
 ];
 
+/// Whether every sandbox sees `path` from the host without a mount of its own: the system
+/// directories and the listed `/etc` entries.
+pub fn is_system_path(path: &Path) -> bool {
+    SYSTEM_PATHS.iter().any(|p| path.starts_with(p))
+        || ETC_ENTRIES.iter().any(|e| path.starts_with(e))
+}
+
 /// What is at `path`, without following a final symlink.
 pub fn path_kind(path: &Path) -> PathKind {
     match fs::symlink_metadata(path) {
@@ -232,7 +242,11 @@ impl HostFacts {
             })
             .collect();
         let config = project.join(".airlock.toml");
+        let ca_trust = crate::trust::gather(&env, |path| {
+            path.starts_with(project) || is_system_path(path)
+        });
         HostFacts {
+            ca_trust,
             user: user_name(uid, &env),
             uid,
             gid,

@@ -13,6 +13,7 @@ pub mod host;
 pub mod native;
 pub mod spec;
 pub mod state;
+pub mod trust;
 
 pub use builder::{RunRequest, SpecError, build, build_with_tools};
 pub use contrib::{Contributions, GeneratedFile, ToolMount, ToolMountMode};

@@ -169,9 +169,10 @@ pub fn plan_for(
         path_prepend.extend(extras.path_prepend);
     }
     // After every tool's mounts, so a binary already inside one (mise's ~/.local/bin) is not
-    // mounted twice.
+    // mounted twice; what it runs from is found as the host finds it (`resolve`).
     for (tool, binary) in binaries {
-        let extra = binary_mount(tool, &binary, host, &out.mounts);
+        let extra =
+            crate::resolve::binary_mounts(tool, &binary, host, &out.mounts, &mut out.warnings);
         out.mounts.extend(extra);
     }
     if !path_prepend.is_empty() {
@@ -187,39 +188,6 @@ pub fn plan_for(
         out.env.insert("PATH".into(), parts.join(":"));
     }
     out
-}
-
-/// A tool binary that lives in the home (which the sandbox replaces), read-only: e.g.
-/// `~/.local/bin/claude`, a symlink to a versioned single-file build under `~/.local/share`.
-///
-/// Not covered by a planned mount: the resolved file is bound at the binary's path. Covered (mise
-/// brings `~/.local/bin`) but a symlink into an unmounted part of the home: the resolved file is
-/// bound at its own path, so the link inside resolves. Otherwise nothing.
-pub fn binary_mount(
-    tool: &str,
-    binary: &Path,
-    host: &HostView,
-    planned: &[ToolMount],
-) -> Option<ToolMount> {
-    let covered = |p: &Path| planned.iter().any(|m| p.starts_with(&m.target));
-    if !binary.starts_with(&host.home) {
-        return None;
-    }
-    let resolved = std::fs::canonicalize(binary).ok()?;
-    let target = if !covered(binary) {
-        binary.to_path_buf()
-    } else if resolved.starts_with(&host.home) && !covered(&resolved) {
-        resolved.clone()
-    } else {
-        return None;
-    };
-    Some(ToolMount {
-        tool: tool.to_owned(),
-        source: resolved,
-        target,
-        mode: ToolMountMode::Readonly,
-        is_dir: false,
-    })
 }
 
 /// The mount for one declared path, or `None` (with a warning when the user should know).

@@ -168,10 +168,9 @@ pub fn info(
             dry_run: true,
         };
         let extras = tool.extras(&ctx);
-        let binary = d
-            .binary
-            .as_deref()
-            .and_then(|b| crate::plan::binary_mount(tool.name(), b, host, &[]));
+        let binary = d.binary.as_deref().map_or_else(Vec::new, |b| {
+            crate::resolve::binary_mounts(tool.name(), b, host, &[], &mut Vec::new())
+        });
         mounts.extend(
             binary
                 .iter()

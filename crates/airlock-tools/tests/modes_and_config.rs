@@ -287,6 +287,7 @@ fn every_builtin_tool_has_a_unique_name_a_description_and_valid_defaults() {
         "powerlevel10k",
         "python",
         "rtk",
+        "rust",
         "starship",
         "tmux",
         "zsh",

@@ -220,6 +220,25 @@ fn go_and_node_keep_their_caches_and_globals_in_the_sandbox_home() {
     f.binary("go");
     f.binary("node");
     f.set_env("PATH", &format!("{}:/usr/bin", f.bin.display()));
+    // The host's global npmrc (a company's registry and CA), with a token that must stay out.
+    let corp = f.root.join("corp");
+    std::fs::create_dir_all(&corp).unwrap();
+    let ca = corp.join("ca.pem");
+    std::fs::write(
+        &ca,
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let npmrc = corp.join("npmrc");
+    std::fs::write(
+        &npmrc,
+        format!(
+            "cafile={}\n//npm.corp.example/:_authToken=SECRET\n",
+            ca.display()
+        ),
+    )
+    .unwrap();
+    f.set_env("NPM_CONFIG_GLOBALCONFIG", &npmrc.display().to_string());
     let plan = f.plan(&["go", "node"]);
     let h = |rel: &str| f.h(rel).to_string_lossy().into_owned();
     assert_eq!(
@@ -241,6 +260,21 @@ fn go_and_node_keep_their_caches_and_globals_in_the_sandbox_home() {
                     )
                 ),
             ]),
+            files: vec![airlock_sandbox::GeneratedFile {
+                tool: "node".into(),
+                target: f.h(".npm-global/etc/npmrc"),
+                content: format!(
+                    "# The host's global npmrc, without credentials (airlock).\ncafile={}\n",
+                    ca.display()
+                ),
+            }],
+            mounts: vec![airlock_sandbox::ToolMount {
+                tool: "node".into(),
+                source: ca.clone(),
+                target: ca.clone(),
+                mode: Readonly,
+                is_dir: false,
+            }],
             ..Contributions::default()
         }
     );

@@ -426,3 +426,64 @@ fn tls_passes_through_connect_untouched() {
         "{log:?}"
     );
 }
+
+#[test]
+fn the_hosts_ca_variables_travel_in_and_a_key_does_not() {
+    if !sandbox_available() {
+        return;
+    }
+    let w = World::new(
+        "[network]\npreset = \"deny-all\"\nallow = [\"allowed.test\", \"127.0.0.1\"]\n\
+         resolve = { \"allowed.test\" = \"127.0.0.1\" }\n",
+    );
+    // The CA lives outside the project and the home, like a company's bundle in /opt or /srv:
+    // the sandbox sees it only if airlock binds it.
+    let corp = w.root.join("corp");
+    fs::create_dir_all(&corp).expect("corp dir");
+    let Some(server) = tls_server(&corp) else {
+        eprintln!("skipped: openssl cannot start a TLS test server here");
+        return;
+    };
+    let url = format!("https://allowed.test:{}/", server.port);
+    let ca = server.cert.display().to_string();
+    let key = corp.join("key.pem").display().to_string();
+    let run = |vars: &[(&str, &str)], script: &str| {
+        let mut cmd = w.airlock(&["run", "--", "sh", "-c", script]);
+        cmd.env("PATH", "/usr/local/bin:/usr/bin:/bin");
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("spawn airlock")
+    };
+    let python = "import ssl, sys, urllib.request\n\
+                  print(urllib.request.urlopen(sys.argv[1], timeout=20).status)";
+    let script = format!(
+        "curl -sS -o /dev/null -w 'curl %{{http_code}}\\n' {url}; \
+         /usr/bin/python3 -c '{python}' {url} 2>&1 | tail -1 | sed 's/^/python /'; \
+         [ -e '{key}' ] && echo key-visible; echo \"NODE_EXTRA_CA_CERTS=$NODE_EXTRA_CA_CERTS\""
+    );
+    let o = run(
+        &[
+            ("CURL_CA_BUNDLE", &ca),
+            ("SSL_CERT_FILE", &ca),
+            ("NODE_EXTRA_CA_CERTS", &key),
+        ],
+        &script,
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("curl 200"), "{}", out(&o));
+    assert!(text.contains("python 200"), "{}", out(&o));
+    assert!(
+        !text.contains("key-visible") && text.contains("NODE_EXTRA_CA_CERTS=\n"),
+        "a variable naming a private key is not passed and the key is not bound: {}",
+        out(&o)
+    );
+    // Control: without the variables both fail verification.
+    let o = run(&[], &script);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !text.contains("curl 200") && !text.contains("python 200"),
+        "{}",
+        out(&o)
+    );
+}

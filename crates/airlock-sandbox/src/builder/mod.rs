@@ -207,6 +207,21 @@ pub fn build_with_tools(
             env.insert(key.clone(), value.clone());
         }
     }
+    for ca in &host.ca_trust {
+        env.insert(ca.var.clone(), ca.path.to_string_lossy().into_owned());
+        if let Some(bundle) = &ca.bind
+            && plan.owner_of(&ca.path).is_none()
+        {
+            plan.push(
+                MountOp::Bind {
+                    source: bundle.clone(),
+                    target: ca.path.clone(),
+                    writable: false,
+                },
+                "a CA bundle",
+            );
+        }
+    }
     let path = env.get("PATH").cloned().unwrap_or_default();
     let bridge = bridge::plan(profile, host, &state_root, &path);
     env.extend(bridge.env);

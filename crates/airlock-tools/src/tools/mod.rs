@@ -24,6 +24,7 @@ mod pi;
 mod powerlevel10k;
 mod python;
 mod rtk;
+mod rust;
 mod starship;
 mod tmux;
 mod zsh;
@@ -51,6 +52,7 @@ pub(crate) fn all() -> Vec<Box<dyn Tool>> {
         Box::new(powerlevel10k::Powerlevel10k),
         Box::new(python::Python),
         Box::new(rtk::Rtk),
+        Box::new(rust::Rust),
         Box::new(starship::Starship),
         Box::new(tmux::Tmux),
         Box::new(zsh::Zsh),
