@@ -24,6 +24,8 @@ pub const CA_VARS: &[&str] = &[
     "CARGO_HTTP_CAINFO",
     "NIX_SSL_CERT_FILE",
     "DENO_CERT",
+    "HTTPLIB2_CA_CERTS",
+    "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE",
 ];
 
 /// Directories the sandbox already has, where a CA directory variable may point.
@@ -49,44 +51,52 @@ pub fn is_ca_bundle(bytes: &[u8]) -> bool {
 }
 
 /// The CA variables of `env` worth passing in; `visible` says whether the sandbox sees a path
-/// without a bind.
+/// without a bind. Several variables usually name one bundle: each value is looked at once.
 pub fn gather(
     env: &std::collections::BTreeMap<String, String>,
     visible: impl Fn(&Path) -> bool,
 ) -> Vec<CaTrust> {
+    let mut seen: std::collections::BTreeMap<&str, Option<Option<PathBuf>>> = Default::default();
     let mut out = Vec::new();
     for var in CA_VARS {
         let Some(value) = env.get(*var).filter(|v| v.starts_with('/')) else {
             continue;
         };
-        let path = PathBuf::from(value);
-        let Ok(real) = std::fs::canonicalize(&path) else {
-            continue;
-        };
-        if real.is_dir() {
-            if SYSTEM_TRUST_DIRS.iter().any(|d| real.starts_with(d)) {
-                out.push(CaTrust {
-                    var: (*var).to_owned(),
-                    path,
-                    bind: None,
-                });
-            }
-            continue;
+        let decided = seen
+            .entry(value.as_str())
+            .or_insert_with(|| decide(Path::new(value), &visible))
+            .clone();
+        if let Some(bind) = decided {
+            out.push(CaTrust {
+                var: (*var).to_owned(),
+                path: PathBuf::from(value),
+                bind,
+            });
         }
-        let Ok(bytes) = airlock_config::hostfs::read_regular_following(&real, BUNDLE_CAP) else {
-            continue;
-        };
-        if !is_ca_bundle(&bytes) {
-            continue;
-        }
-        let bind = (!visible(&path)).then_some(real);
-        out.push(CaTrust {
-            var: (*var).to_owned(),
-            path,
-            bind,
-        });
     }
     out
+}
+
+/// None: not passed. Some(None): passed as it is. Some(Some(bundle)): passed, `bundle` bound.
+fn decide(path: &Path, visible: &impl Fn(&Path) -> bool) -> Option<Option<PathBuf>> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    // The system bundle every sandbox sees anyway costs one stat.
+    if meta.is_file() && visible(path) {
+        return Some(None);
+    }
+    let real = std::fs::canonicalize(path).ok()?;
+    if real.is_dir() {
+        return SYSTEM_TRUST_DIRS
+            .iter()
+            .any(|d| real.starts_with(d))
+            .then_some(None);
+    }
+    if visible(path) && visible(&real) {
+        return Some(None);
+    }
+    // One that needs a bind must be a certificate bundle.
+    let bytes = airlock_config::hostfs::read_regular_following(&real, BUNDLE_CAP).ok()?;
+    is_ca_bundle(&bytes).then_some(Some(real))
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 //!   `bin` as overlays (the host's packages visible, installs inside stay in the sandbox);
 //! - a file in the `bin/` of a versioned install (nvm, fnm, volta, asdf, mise, pyenv, uv, pipx,
 //!   rustup: at least three levels below the home) or of bun or deno: that install, read-only;
-//! - a pyenv shim: pyenv's root, as an overlay;
+//! - a pyenv shim: pyenv's root, read-only (installs go to a venv or `pip install --user`);
 //! - anything else under the home: the resolved file at the binary's path, read-only.
 //!
 //! A root that is the home itself or one of its broad directories (`~/.local`, `~/.config`, …) is
@@ -160,7 +160,7 @@ fn root_of(binary: &Path, resolved: &Path, host: &HostView) -> Root {
         } else {
             Root::Mount {
                 dirs: vec![pyenv],
-                mode: ToolMountMode::Overlay,
+                mode: ToolMountMode::Readonly,
             }
         };
     }
@@ -309,7 +309,7 @@ mod tests {
         file(&root.join("libexec/pyenv"), "#!/bin/bash\n");
         file(&root.join("shims/python3"), "#!/usr/bin/env bash\n");
         let (found, _) = mounts(&h, &root.join("shims/python3"));
-        assert_eq!(found, vec![(root, ToolMountMode::Overlay)]);
+        assert_eq!(found, vec![(root, ToolMountMode::Readonly)]);
     }
 
     #[test]
