@@ -7,7 +7,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::commands::{doctor::DoctorArgs, sandboxes::ListArgs, sandboxes::PruneArgs};
 
 /// Run AI coding agents and dev tools with full autonomy in a sandbox that keeps your secrets and
-/// your machine out of reach. `airlock CMD...` is short for `airlock run -- CMD...`.
+/// your machine out of reach. `airlock [RUN OPTIONS] CMD...` is short for `airlock run [RUN OPTIONS]
+/// -- CMD...`.
 #[derive(Debug, Parser)]
 #[command(name = "airlock", version, allow_external_subcommands = true)]
 pub struct Cli {
@@ -70,13 +71,34 @@ pub struct RunArgs {
     /// Say what airlock does on stderr
     #[arg(short, long)]
     pub verbose: bool,
-    /// The command and its arguments
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "CMD"
-    )]
+    /// The command and its arguments (after `--` when the command itself starts with `-`)
+    #[arg(trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// `airlock [run options] CMD...` is `airlock run [run options] CMD...`: the shorthand takes run's
+/// options before the command (`airlock -v --rm --network none claude`).
+pub fn shorthand(mut argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    const RUN_OPTIONS: &[&str] = &[
+        "-v",
+        "--verbose",
+        "--rm",
+        "--print-spec",
+        "--network",
+        "--allow-host",
+        "--deny-host",
+        "--project",
+    ];
+    let is_run_option = |arg: &std::ffi::OsString| {
+        arg.to_str().is_some_and(|a| {
+            let name = a.split_once('=').map_or(a, |(name, _)| name);
+            RUN_OPTIONS.contains(&name)
+        })
+    };
+    if argv.get(1).is_some_and(is_run_option) {
+        argv.insert(1, "run".into());
+    }
+    argv
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

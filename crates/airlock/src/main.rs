@@ -15,7 +15,7 @@ fn main() {
     if let Some(code) = commands::bridge::dispatch_shim() {
         std::process::exit(code);
     }
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(cli::shorthand(std::env::args_os().collect()));
     let result = match cli.command {
         None => commands::run::run(RunArgs::default()),
         Some(Command::Run(args)) => commands::run::run(args),

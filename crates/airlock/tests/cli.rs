@@ -386,3 +386,23 @@ fn print_spec_writes_nothing_on_the_host() {
     );
     assert_eq!(w.sandbox_count(), 0);
 }
+
+#[test]
+fn the_shorthand_takes_runs_options_and_an_unknown_option_is_an_error() {
+    let w = World::new();
+    // Run's options before the command: a spec for `echo hi`, nothing launched.
+    let out = w.run(&["--print-spec", "--network", "none", "echo", "hi"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let spec: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert_eq!(spec["argv"], serde_json::json!(["echo", "hi"]));
+    assert_eq!(spec["network"], "none");
+    let out = w.run(&["-v", "--network=none", "--print-spec", "ls", "-la"]);
+    let spec: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert_eq!(spec["argv"], serde_json::json!(["ls", "-la"]));
+    // A mistyped option is refused with a hint, never run as a command.
+    let out = w.run(&["run", "--netwrk", "none", "ls"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("'--netwrk'"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--network"), "{}", stderr(&out));
+    assert_eq!(w.sandbox_count(), 0);
+}
