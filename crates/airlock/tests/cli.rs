@@ -406,3 +406,30 @@ fn the_shorthand_takes_runs_options_and_an_unknown_option_is_an_error() {
     assert!(stderr(&out).contains("--network"), "{}", stderr(&out));
     assert_eq!(w.sandbox_count(), 0);
 }
+
+#[test]
+fn airlock_inside_airlock_runs_the_command_in_the_same_sandbox() {
+    if !sandbox_available() {
+        return;
+    }
+    let w = World::new();
+    let out = w.run(&[
+        "run",
+        "--network",
+        "none",
+        "--",
+        "/run/airlock/airlock",
+        "run",
+        "--",
+        "sh",
+        "-c",
+        "echo nested-ok; echo $AIRLOCK",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "nested-ok\n1\n");
+    assert!(
+        stderr(&out).contains("already inside the airlock sandbox"),
+        "{}",
+        stderr(&out)
+    );
+}

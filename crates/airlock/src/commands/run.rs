@@ -12,6 +12,11 @@ use anyhow::{Context, bail};
 use crate::cli::{NetworkArg, RunArgs};
 
 pub fn run(args: RunArgs) -> anyhow::Result<i32> {
+    if let Some(sandbox) = inside_a_sandbox()
+        && !args.print_spec
+    {
+        return run_here(&sandbox, &args.command);
+    }
     let paths = XdgPaths::from_env()?;
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
@@ -309,4 +314,36 @@ fn reraise(signal: i32) -> anyhow::Result<i32> {
     }
     // Signals whose default is to be ignored or to stop: report the shell convention instead.
     Ok(128 + signal)
+}
+
+/// The sandbox this process runs in, when it is one (airlock sets `AIRLOCK=1` and
+/// `AIRLOCK_PROJECT` in every sandbox).
+fn inside_a_sandbox() -> Option<String> {
+    (std::env::var_os("AIRLOCK").is_some_and(|v| v == "1"))
+        .then(|| std::env::var("AIRLOCK_PROJECT").ok())
+        .flatten()
+}
+
+/// `airlock run` inside a sandbox: a sandbox cannot start another (no user namespaces in it), so
+/// the command runs right here, in the same sandbox, and says so.
+fn run_here(sandbox: &str, command: &[String]) -> anyhow::Result<i32> {
+    use std::os::unix::process::CommandExt;
+    let argv: Vec<String> = if command.is_empty() {
+        vec![std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into())]
+    } else {
+        command.to_vec()
+    };
+    eprintln!(
+        "airlock: already inside the airlock sandbox {sandbox}; running {} here (its network and \
+         mounts stay as they are)",
+        argv[0]
+    );
+    let error = std::process::Command::new(&argv[0]).args(&argv[1..]).exec();
+    let code = if error.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    };
+    eprintln!("airlock: cannot run {}: {error}", argv[0]);
+    Ok(code)
 }
