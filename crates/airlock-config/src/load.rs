@@ -222,6 +222,9 @@ impl Profile {
         e.deny.extend(n.deny.iter().map(tag));
         e.resolve
             .extend(n.resolve.iter().map(|(name, ip)| (name.clone(), *ip)));
+        if let Some(url) = &n.upstream_proxy {
+            e.upstream_proxy = Some(url.clone());
+        }
     }
 }
 

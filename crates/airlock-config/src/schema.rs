@@ -221,6 +221,10 @@ pub struct NetworkSection {
     /// Static name → address map used instead of DNS for these names (like curl's `--resolve`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub resolve: BTreeMap<String, IpAddr>,
+    /// Send allowed traffic through this proxy (`http://[user:password@]host:port`); default: the
+    /// host's `HTTPS_PROXY` / `HTTP_PROXY`. `""` turns that off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_proxy: Option<String>,
 }
 
 /// The base allowlist the `allow` and `deny` rules are added to.
@@ -262,4 +266,8 @@ pub struct EgressSettings {
     pub allow_private: bool,
     /// Name → address; the project file's entry wins for a name both files map.
     pub resolve: BTreeMap<String, IpAddr>,
+    /// `[network] upstream_proxy` as written (the later file wins); None: use the host's variables.
+    /// Never serialised: it may hold a password.
+    #[serde(default, skip_serializing)]
+    pub upstream_proxy: Option<String>,
 }

@@ -77,6 +77,11 @@ const INIT_TEMPLATE: &str = r#"# airlock configuration.
 # resolve = { "db.internal" = "10.0.0.5" }. The address must still pass the check above.
 #resolve = {}
 
+# Send allowed traffic through a company proxy: "http://[user:password@]host:port". By default the
+# host's HTTPS_PROXY (or HTTP_PROXY) is used, with its NO_PROXY; "" connects directly. The policy
+# above still decides, on the host the sandbox asked for.
+# upstream_proxy = "http://proxy.corp:3128"   # default: the host's HTTPS_PROXY
+
 [overlay]
 # How tool mounts (a tool's config, data and cache from your home) appear inside; see docs/tools.md:
 #   "split"       each mount's default: config and runtime dirs "tmpoverlay", data, cache and
@@ -198,6 +203,17 @@ fn render_network(out: &mut String, e: &EgressSettings) {
         let _ = writeln!(out, "resolve = {{}}");
     } else {
         let _ = writeln!(out, "resolve = {{ {} }}", entries.join(", "));
+    }
+    if let Some(url) = &e.upstream_proxy {
+        // Never the credentials: `config show` output ends up in terminals and bug reports.
+        let shown = match url
+            .split_once("://")
+            .and_then(|(s, r)| Some((s, r.rsplit_once('@')?.1)))
+        {
+            Some((scheme, authority)) => format!("{scheme}://***@{authority}"),
+            None => url.clone(),
+        };
+        let _ = writeln!(out, "upstream_proxy = {}", quote(&shown));
     }
 }
 
@@ -356,6 +372,7 @@ mod tests {
                 }],
                 allow_private: true,
                 resolve: [("db.internal".to_owned(), "10.0.0.5".parse().unwrap())].into(),
+                upstream_proxy: Some("http://proxy.corp:3128".into()),
             },
             overlay_default: OverlayDefault::Tmpoverlay,
             tools: [(

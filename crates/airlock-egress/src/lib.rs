@@ -29,4 +29,7 @@ pub use policy::{Decision, EgressPolicy, PolicyError, Rule};
 /// Entry points for the fuzz targets in `fuzz/` (not an API).
 #[doc(hidden)]
 pub use proxy::fuzzing;
-pub use proxy::{ACCEPTED_METHODS, ProxyConfig, ProxyHandle, RESERVED_FDS, spawn, spawn_with};
+pub use proxy::{
+    ACCEPTED_METHODS, ProxyConfig, ProxyHandle, RESERVED_FDS, UpstreamProxy, redact_proxy_url,
+    spawn, spawn_with,
+};

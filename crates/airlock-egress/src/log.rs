@@ -57,6 +57,9 @@ pub struct LogRecord {
     pub duration_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The upstream proxy (`host:port`) the connection went through, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 /// The sending side, cloned into every connection task.
@@ -165,6 +168,7 @@ mod tests {
             bytes_down: 0,
             duration_ms: 1,
             reason: Some("no rule allows it".into()),
+            via: None,
         };
         let line = serde_json::to_string(&r).unwrap();
         assert!(!line.contains("\"rule\""), "{line}");

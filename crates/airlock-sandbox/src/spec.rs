@@ -103,6 +103,31 @@ pub struct EgressSpec {
     pub deny_hosts: Vec<String>,
     /// The `[network]` policy from the config files.
     pub settings: airlock_config::EgressSettings,
+    /// The proxy allowed traffic goes through (`[network] upstream_proxy`, else the host's
+    /// `HTTPS_PROXY`/`HTTP_PROXY`); shown without its credentials.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "redacted"
+    )]
+    pub upstream_proxy: Option<String>,
+    /// The host's `NO_PROXY`, for the upstream proxy.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub no_proxy: String,
+}
+
+/// A proxy URL with its userinfo replaced by `***`.
+fn redacted<S: serde::Serializer>(url: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    let shown = url.as_deref().map(|url| {
+        match url
+            .split_once("://")
+            .and_then(|(scheme, rest)| Some((scheme, rest.rsplit_once('@')?.1)))
+        {
+            Some((scheme, authority)) => format!("{scheme}://***@{authority}"),
+            None => url.to_owned(),
+        }
+    });
+    serde::Serialize::serialize(&shown, s)
 }
 
 /// Where an overlay's writes go.

@@ -487,3 +487,133 @@ fn the_hosts_ca_variables_travel_in_and_a_key_does_not() {
         out(&o)
     );
 }
+
+/// A company proxy stand-in on 127.0.0.1: answers `CONNECT host:port` by connecting to
+/// 127.0.0.1:port (so `allowed.test` needs no DNS), relays both ways, and records each target.
+struct UpstreamFixture {
+    port: u16,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+fn upstream_fixture() -> UpstreamFixture {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let record = record.clone();
+            std::thread::spawn(move || {
+                let mut client = client;
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if client.read(&mut byte).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let line = String::from_utf8_lossy(&head)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_owned();
+                let target = line.split_whitespace().nth(1).unwrap_or("").to_owned();
+                record.lock().unwrap().push(line.clone());
+                let port = target
+                    .rsplit(':')
+                    .next()
+                    .and_then(|p| p.parse::<u16>().ok());
+                let (Some(port), true) = (port, line.starts_with("CONNECT ")) else {
+                    let _ = client.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+                    return;
+                };
+                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+                    let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n");
+                    return;
+                };
+                let _ = client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n");
+                let (Ok(mut from_client), Ok(mut to_server)) =
+                    (client.try_clone(), server.try_clone())
+                else {
+                    return;
+                };
+                let up =
+                    std::thread::spawn(move || std::io::copy(&mut from_client, &mut to_server));
+                let mut from_server = server;
+                let _ = std::io::copy(&mut from_server, &mut client);
+                let _ = up.join();
+            });
+        }
+    });
+    UpstreamFixture { port, seen }
+}
+
+#[test]
+fn allowed_traffic_goes_through_the_hosts_upstream_proxy_and_denied_never_reaches_it() {
+    if !sandbox_available() {
+        return;
+    }
+    // No `resolve` entry: allowed.test is a name only the upstream proxy can reach.
+    let w = World::new("[network]\npreset = \"deny-all\"\nallow = [\"allowed.test\"]\n");
+    let Some(server) = tls_server(&w.project) else {
+        eprintln!("skipped: openssl cannot start a TLS test server here");
+        return;
+    };
+    let upstream = upstream_fixture();
+    let run = |script: &str| {
+        w.airlock(&["run", "--", "sh", "-c", script])
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env(
+                "HTTPS_PROXY",
+                format!("http://u:secret@127.0.0.1:{}", upstream.port),
+            )
+            .output()
+            .expect("spawn airlock")
+    };
+    let cert = server.cert.display().to_string();
+    let o = run(&format!(
+        "curl -sS --cacert '{cert}' -o /dev/null -w '%{{http_code}}' https://allowed.test:{}/",
+        server.port
+    ));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "200", "{}", out(&o));
+    let seen = upstream.seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        [format!("CONNECT allowed.test:{} HTTP/1.1", server.port)],
+        "the egress proxy connected through the upstream proxy"
+    );
+    let o = run("curl -sS -o /dev/null -w '%{http_code}' https://denied.test/");
+    assert!(
+        !String::from_utf8_lossy(&o.stdout).contains("200"),
+        "{}",
+        out(&o)
+    );
+    assert_eq!(
+        upstream.seen.lock().unwrap().len(),
+        1,
+        "a denied host never reaches it"
+    );
+    let log = w.log();
+    assert!(
+        log.iter().any(|l| l["host"] == "allowed.test"
+            && l["decision"] == "allowed"
+            && l["via"] == format!("127.0.0.1:{}", upstream.port)),
+        "{log:?}"
+    );
+    let text = fs::read_to_string(
+        w.sandboxes()
+            .read_dir()
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+            .join("logs/network.jsonl"),
+    )
+    .unwrap();
+    assert!(
+        !text.contains("secret"),
+        "the proxy's password is never logged"
+    );
+}

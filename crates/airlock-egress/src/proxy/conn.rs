@@ -29,6 +29,7 @@ pub(crate) struct Entry {
     pub(crate) up: Arc<AtomicU64>,
     pub(crate) down: Arc<AtomicU64>,
     reason: Option<String>,
+    pub(crate) via: Option<String>,
 }
 
 impl Entry {
@@ -45,6 +46,7 @@ impl Entry {
             up: Arc::default(),
             down: Arc::default(),
             reason: Some("cut off when the proxy shut down".into()),
+            via: None,
         }
     }
 
@@ -71,6 +73,7 @@ impl Drop for Entry {
             bytes_down: self.down.load(Ordering::Relaxed),
             duration_ms: self.start.elapsed().as_millis() as u64,
             reason: self.reason.take(),
+            via: self.via.take(),
         });
     }
 }
@@ -106,7 +109,14 @@ async fn handle(client: &mut TcpStream, ctx: &Ctx, entry: &mut Entry) -> Result<
     if !decision.allowed {
         return Err(Refusal::denied(host, port, &decision));
     }
-    let upstream = upstream::connect(&ctx.policy, host, port, cfg.connect_timeout).await?;
+    // A name the policy maps with `resolve` is reached directly, like an address or a NO_PROXY name.
+    let upstream = match &cfg.upstream_proxy {
+        Some(via) if via.applies_to(host) && ctx.policy.resolve_override(host).is_none() => {
+            entry.via = Some(via.shown());
+            via.connect(host, port, cfg.connect_timeout).await?
+        }
+        _ => upstream::connect(&ctx.policy, host, port, cfg.connect_timeout).await?,
+    };
     // Until the relay returns, the record says "cut off": that is what a task aborted at shutdown logs.
     entry.decision = LogDecision::Allowed;
     let leftover = &buf[head_len..];

@@ -20,6 +20,9 @@ mod reply;
 mod response;
 mod tunnel;
 mod upstream;
+mod via;
+
+pub use via::{UpstreamProxy, redact as redact_proxy_url};
 
 use std::io;
 use std::net::SocketAddr;
@@ -52,6 +55,8 @@ pub struct ProxyConfig {
     pub max_headers: usize,
     /// Most connections served at once; further ones are closed at once.
     pub max_connections: usize,
+    /// Where allowed traffic goes instead of straight out (a company proxy), if anywhere.
+    pub upstream_proxy: Option<UpstreamProxy>,
 }
 
 impl Default for ProxyConfig {
@@ -64,6 +69,7 @@ impl Default for ProxyConfig {
             max_head_bytes: 64 * 1024,
             max_headers: 128,
             max_connections: 1024,
+            upstream_proxy: None,
         }
     }
 }

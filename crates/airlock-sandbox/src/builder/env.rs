@@ -52,6 +52,17 @@ pub(super) fn proxy_environment(env: &mut BTreeMap<String, String>, url: &str) {
     env.insert("NODE_USE_ENV_PROXY".into(), "1".into());
 }
 
+/// The proxy the egress proxy sends allowed traffic through: `[network] upstream_proxy` when set
+/// (`""` for none), else the host's `HTTPS_PROXY`, `https_proxy`, `HTTP_PROXY`, `http_proxy`.
+pub(super) fn upstream_proxy(profile: &Profile, host: &HostFacts) -> Option<String> {
+    match &profile.egress.upstream_proxy {
+        Some(url) => Some(url.clone()).filter(|u| !u.is_empty()),
+        None => ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"]
+            .iter()
+            .find_map(|k| host.env.get(*k).filter(|v| !v.is_empty()).cloned()),
+    }
+}
+
 /// Whether `key` is one of the variables airlock sets itself (tools cannot override them).
 pub(super) fn is_reserved(key: &str) -> bool {
     ENV_RESERVED.contains(&key)

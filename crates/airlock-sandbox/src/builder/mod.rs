@@ -200,6 +200,11 @@ pub fn build_with_tools(
         allow_hosts: request.allow_hosts.clone(),
         deny_hosts: request.deny_hosts.clone(),
         settings: profile.egress.clone(),
+        upstream_proxy: env::upstream_proxy(profile, host),
+        no_proxy: ["NO_PROXY", "no_proxy"]
+            .iter()
+            .find_map(|k| host.env.get(*k).filter(|v| !v.is_empty()).cloned())
+            .unwrap_or_default(),
     });
     let mut env = environment(profile, host, &name, &shell)?;
     for (key, value) in &contrib.env {

@@ -74,6 +74,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         )?),
         None => None,
     };
+    let upstream_proxy = match spec.egress.as_ref().and_then(|e| e.upstream_proxy.as_ref()) {
+        Some(url) => {
+            let no_proxy = spec.egress.as_ref().map_or("", |e| e.no_proxy.as_str());
+            Some(
+                airlock_egress::UpstreamProxy::parse(url, no_proxy).map_err(|e| {
+                    anyhow::anyhow!("{e}; fix [network] upstream_proxy or the host's HTTPS_PROXY")
+                })?,
+            )
+        }
+        None => None,
+    };
     if args.print_spec {
         println!("{}", serde_json::to_string_pretty(&spec)?);
         return Ok(0);
@@ -104,6 +115,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     };
     let mut gates = EgressGate {
         policy,
+        upstream_proxy,
         log: spec.egress.as_ref().map(|e| e.log.clone()),
         proxy: None,
     };
@@ -250,6 +262,7 @@ fn begin_git(
 /// Serves the egress proxy on the listener the sandbox hands over (proxy mode only).
 struct EgressGate {
     policy: Option<EgressPolicy>,
+    upstream_proxy: Option<airlock_egress::UpstreamProxy>,
     log: Option<PathBuf>,
     proxy: Option<ProxyHandle>,
 }
@@ -266,7 +279,10 @@ impl native::Gates for EgressGate {
         // native::run raised the soft descriptor limit before the clone; size the cap from what it got.
         let fd_limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
             .map_or(1024, |(soft, _)| soft);
-        let config = ProxyConfig::for_fd_limit(fd_limit);
+        let config = ProxyConfig {
+            upstream_proxy: self.upstream_proxy.take(),
+            ..ProxyConfig::for_fd_limit(fd_limit)
+        };
         let proxy =
             airlock_egress::spawn_with(listener, policy, log, config).map_err(|e| e.to_string())?;
         self.proxy = Some(proxy);
