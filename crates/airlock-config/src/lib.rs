@@ -19,7 +19,7 @@ pub use load::parse_bytes;
 pub use load::{LoadedConfig, ProjectFile, load, parse_file, parse_str};
 pub use paths::{PROJECT_FILE_NAME, XdgPaths};
 pub use schema::*;
-pub use template::{init_template, render_profile};
+pub use template::{init_template, render_profile, without_userinfo};
 pub use tools_section::{
     OverlayDefault, OverlaySection, ToolSetting, ToolSettingsMap, ToolTables, ToolValue,
 };

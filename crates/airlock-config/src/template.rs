@@ -206,14 +206,18 @@ fn render_network(out: &mut String, e: &EgressSettings) {
     }
     if let Some(url) = &e.upstream_proxy {
         // Never the credentials: `config show` output ends up in terminals and bug reports.
-        let shown = match url
-            .split_once("://")
-            .and_then(|(s, r)| Some((s, r.rsplit_once('@')?.1)))
-        {
-            Some((scheme, authority)) => format!("{scheme}://***@{authority}"),
-            None => url.clone(),
-        };
-        let _ = writeln!(out, "upstream_proxy = {}", quote(&shown));
+        let _ = writeln!(out, "upstream_proxy = {}", quote(&without_userinfo(url)));
+    }
+}
+
+/// `url` with its userinfo (`user:password@`) replaced by `***@`, for anything shown or logged.
+pub fn without_userinfo(url: &str) -> String {
+    match url
+        .split_once("://")
+        .and_then(|(scheme, rest)| Some((scheme, rest.rsplit_once('@')?.1)))
+    {
+        Some((scheme, authority)) => format!("{scheme}://***@{authority}"),
+        None => url.to_owned(),
     }
 }
 

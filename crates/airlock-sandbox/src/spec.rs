@@ -118,15 +118,7 @@ pub struct EgressSpec {
 
 /// A proxy URL with its userinfo replaced by `***`.
 fn redacted<S: serde::Serializer>(url: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
-    let shown = url.as_deref().map(|url| {
-        match url
-            .split_once("://")
-            .and_then(|(scheme, rest)| Some((scheme, rest.rsplit_once('@')?.1)))
-        {
-            Some((scheme, authority)) => format!("{scheme}://***@{authority}"),
-            None => url.to_owned(),
-        }
-    });
+    let shown = url.as_deref().map(airlock_config::without_userinfo);
     serde::Serialize::serialize(&shown, s)
 }
 

@@ -214,13 +214,7 @@ fn percent_decode(text: &str) -> Vec<u8> {
 
 /// `url` with its userinfo replaced by `***`.
 pub fn redact(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => match rest.rsplit_once('@') {
-            Some((_, authority)) => format!("{scheme}://***@{authority}"),
-            None => url.to_owned(),
-        },
-        None => url.to_owned(),
-    }
+    airlock_config::without_userinfo(url)
 }
 
 #[cfg(test)]
