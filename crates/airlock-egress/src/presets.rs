@@ -4,10 +4,11 @@
 /// Model provider APIs used by the agents airlock knows (claude, codex, gemini, opencode, copilot,
 /// cursor, aider, pi), including the endpoints their logins refresh tokens against.
 pub const MODEL_PROVIDERS: &[&str] = &[
-    // Anthropic (claude)
+    // Anthropic (claude); platform.claude.com: Claude Code's OAuth token endpoint (seen refused)
     "api.anthropic.com",
     "console.anthropic.com",
     "claude.ai",
+    "platform.claude.com",
     // OpenAI (codex, aider, opencode, pi)
     "api.openai.com",
     "auth.openai.com",
@@ -16,6 +17,8 @@ pub const MODEL_PROVIDERS: &[&str] = &[
     "generativelanguage.googleapis.com",
     "cloudcode-pa.googleapis.com",
     "oauth2.googleapis.com",
+    // gemini's sign-in user info
+    "www.googleapis.com",
     // GitHub Copilot
     "api.githubcopilot.com",
     "*.githubcopilot.com",
@@ -25,6 +28,8 @@ pub const MODEL_PROVIDERS: &[&str] = &[
     // Providers that opencode, aider and pi can be pointed at
     "openrouter.ai",
     "opencode.ai",
+    "api.opencode.ai",
+    "models.opencode.ai",
     "models.dev",
     "api.mistral.ai",
     "api.deepseek.com",

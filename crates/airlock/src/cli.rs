@@ -43,6 +43,9 @@ pub enum Command {
     /// The tool catalog: which tools this machine has and what they bring into the sandbox
     #[command(subcommand)]
     Tools(crate::commands::tools::ToolsCommand),
+    /// The egress policy: which rule allows or denies a host (`network explain HOST`)
+    #[command(subcommand)]
+    Network(NetworkCommand),
     #[command(external_subcommand)]
     External(Vec<String>),
 }
@@ -127,6 +130,15 @@ pub enum TrustCommand {
     },
     /// Stop trusting DIR/.airlock.toml (default: the current project)
     Remove { dir: Option<PathBuf> },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NetworkCommand {
+    /// Say whether this project's egress policy allows HOST[:PORT] (default port 443), and by which rule
+    Explain {
+        #[arg(value_name = "HOST[:PORT]")]
+        host: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -35,6 +35,9 @@ fn main() {
         Some(Command::Herdr(command)) => commands::herdr::run(command),
         Some(Command::Logs(command)) => paths().and_then(|p| commands::logs::run(&p, &command)),
         Some(Command::Tools(command)) => commands::tools::run(command),
+        Some(Command::Network(cli::NetworkCommand::Explain { host })) => {
+            commands::config::explain_host(&host)
+        }
         Some(Command::Doctor(args)) => {
             let rows = commands::config::doctor_rows();
             commands::doctor::doctor(&args, rows)

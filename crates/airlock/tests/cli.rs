@@ -433,3 +433,41 @@ fn airlock_inside_airlock_runs_the_command_in_the_same_sandbox() {
         stderr(&out)
     );
 }
+
+#[test]
+fn network_explain_names_the_rule_that_decides() {
+    let w = World::new();
+    w.config("[network]\ndeny = [\"gist.github.com\"]\nallow = [\"*.corp.example\"]\n");
+    let out = w.run(&["network", "explain", "api.github.com"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with(
+            "api.github.com:443 is allowed: rule \"api.github.com\" from preset balanced"
+        ),
+        "{}",
+        stdout(&out)
+    );
+    let out = w.run(&["network", "explain", "git.corp.example:8443"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        stdout(&out).contains("rule \"*.corp.example\" from"),
+        "{}",
+        stdout(&out)
+    );
+    let out = w.run(&["network", "explain", "gist.github.com"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("is denied: rule \"gist.github.com\" from"),
+        "{}",
+        stdout(&out)
+    );
+    let out = w.run(&["network", "explain", "unknown.example"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("to allow it: allow = [\"unknown.example\"]"),
+        "{}",
+        stdout(&out)
+    );
+    let out = w.run(&["network", "explain", "bad host"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+}

@@ -77,6 +77,40 @@ fn sources(paths: &XdgPaths, loaded: &LoadedConfig) -> Vec<String> {
 
 /// The `config` and `network` rows of `airlock doctor`: do the files parse, is the project file
 /// trusted, and which network mode and egress policy a run here gets.
+/// `airlock network explain HOST[:PORT]`: the decision this project's policy makes for it, and why.
+pub fn explain_host(authority: &str) -> anyhow::Result<i32> {
+    let paths = XdgPaths::from_env()?;
+    let (_, loaded) = load_for_cwd(&paths)?;
+    let policy = airlock_egress::EgressPolicy::from_settings(&loaded.profile.egress, &[], &[])?;
+    let (host, port) = airlock_egress::parse_authority(authority, Some(443))?;
+    let decision = policy.decide(&host, port);
+    let target = host.to_authority(port);
+    let by = match (&decision.rule, &decision.origin) {
+        (Some(rule), Some(origin)) => format!("rule {rule:?} from {origin}"),
+        (Some(rule), None) => format!("rule {rule:?}"),
+        _ => "no rule matches it".to_owned(),
+    };
+    if decision.allowed {
+        println!("{target} is allowed: {by}");
+        println!(
+            "its addresses are still checked when it is reached: a loopback, private or \
+             metadata address needs allow_private or a rule naming the address"
+        );
+        Ok(0)
+    } else {
+        println!("{target} is denied: {by}");
+        if decision.rule.is_none() {
+            println!(
+                "to allow it: allow = [{:?}] under [network] in {} (or --allow-host {})",
+                host.to_string(),
+                paths.config_file().display(),
+                host
+            );
+        }
+        Ok(1)
+    }
+}
+
 pub fn doctor_rows() -> Vec<Check> {
     let result = XdgPaths::from_env()
         .map_err(anyhow::Error::from)
