@@ -41,6 +41,18 @@ pub struct ChildPlan {
     pub fd_limit: Option<FdLimit>,
     /// What init keeps hidden for the whole session.
     pub hide: Option<crate::hide::HideSpec>,
+    /// Whether the Landlock write rules apply (see [`uses_landlock`]).
+    pub landlock: bool,
+}
+
+/// Whether a sandbox gets the Landlock write layer. Not when an unprivileged caller asked for
+/// nested namespaces: Landlock refuses mount(2) and pivot_root(2) to every process it restricts, so
+/// bwrap or an agent's own sandbox could never set up its root. The read-only binds stay (they are
+/// locked: a nested namespace cannot remount them writable). As root the layer stays even then:
+/// root inside is host root by uid, and it is what keeps procfs files such as
+/// `/proc/sysrq-trigger` from being written.
+pub fn uses_landlock(spec: &SandboxSpec) -> bool {
+    !(spec.seccomp.nested_namespaces && spec.uid != 0)
 }
 
 impl ChildPlan {
@@ -83,6 +95,7 @@ impl ChildPlan {
             last_cap: caps::last_cap(),
             fd_limit: None,
             hide: spec.hide.clone(),
+            landlock: uses_landlock(spec),
         })
     }
 }
@@ -304,7 +317,9 @@ fn workload(plan: &ChildPlan, sock: RawFd) -> ! {
     if let Err(e) = caps::drop_all(plan.last_cap) {
         die(sock, &format!("cannot drop capabilities: {e}"));
     }
-    if let Err(e) = landlock::restrict_writes(&plan.writable) {
+    if plan.landlock
+        && let Err(e) = landlock::restrict_writes(&plan.writable)
+    {
         die(sock, &format!("cannot apply the Landlock write rules: {e}"));
     }
     if let Err(e) = plan.seccomp.install() {

@@ -9,6 +9,7 @@ mod host_objects;
 mod host_trust;
 mod kernel;
 mod lifecycle;
+mod nested;
 mod network;
 mod processes;
 mod sockets;
@@ -261,6 +262,10 @@ pub const CASES: &[Case] = &[
     Case {
         name: "trust-git-link-not-followed",
         run: host_trust::git_link_not_followed,
+    },
+    Case {
+        name: "nested-sandbox-inside",
+        run: nested::nested_sandbox_inside,
     },
     Case {
         name: "trust-mask-host-replaces",
