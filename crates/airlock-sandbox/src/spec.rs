@@ -133,6 +133,9 @@ pub enum Upper {
     /// `dir/upper` and `dir/work`, owned by one session at a time through a lock its owner
     /// takes (the git layer); the spec never leases or demotes it.
     Owned { dir: PathBuf },
+    /// A second session's view of a persistent layer another session owns: `dir/upper` read-only
+    /// above the lower, writes to a tmpfs discarded at exit.
+    Stacked { dir: PathBuf },
 }
 
 /// Host-side work done before a launch (the builder stays pure; `state::prepare` performs these).
@@ -232,15 +235,17 @@ impl SandboxSpec {
         }
     }
 
-    /// Turns every persistent overlay into a throwaway one: for a session that does not own the
-    /// sandbox's overlay layers (another session of the project does). Returns how many changed.
+    /// Turns every persistent overlay into a stacked one: for a session that does not own the
+    /// sandbox's overlay layers (another session of the project does). It sees what the owner has
+    /// saved (its upper, read-only, over the host's files) and its own writes are discarded.
+    /// Returns how many changed.
     pub fn demote_persistent_uppers(&mut self) -> usize {
         let mut changed = 0;
         for op in &mut self.mounts {
             if let MountOp::Overlay { upper, .. } = op
-                && matches!(upper, Upper::Persistent { .. })
+                && let Upper::Persistent { dir } = upper
             {
-                *upper = Upper::Throwaway;
+                *upper = Upper::Stacked { dir: dir.clone() };
                 changed += 1;
             }
         }

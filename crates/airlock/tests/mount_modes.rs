@@ -8,7 +8,7 @@ use std::ops::Deref;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{TestHome, report as text, stdout, write};
+use common::{TestHome, report as text, stderr as stderr_text, stdout, write};
 
 /// A HOME with claude, codex and nvim directories, a git identity split over an includeIf file,
 /// and a git project at ~/code/app.
@@ -136,6 +136,71 @@ fn overlay_writes_stay_in_the_sandbox_and_come_back_next_run() {
     );
     let o = w.sh("cat ~/.claude/settings.json ~/.claude/session");
     assert_eq!(stdout(&o), "{\"sandbox\": 1}\nnew\n", "{}", text(&o));
+}
+
+#[test]
+fn a_second_session_sees_what_the_first_saved_and_keeps_nothing() {
+    if !available() {
+        return;
+    }
+    let w = World::new(MODES);
+    // Session 1 saves a login in its overlay and stays open.
+    // In the project: the host and the session both see it.
+    let (ready, stop) = (w.project.join("ready"), w.project.join("stop"));
+    let first = w
+        .airlock(&[
+            "run",
+            "--network",
+            "none",
+            "--",
+            "sh",
+            "-c",
+            &format!(
+                "echo saved-by-first > ~/.claude/login && : > {} && while [ ! -e {} ]; do sleep 0.05; done",
+                ready.display(),
+                stop.display()
+            ),
+        ])
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .spawn()
+        .expect("first session");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !ready.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    if !ready.exists() {
+        let mut first = first;
+        let _ = first.kill();
+        let _ = first.wait();
+        panic!("the first session never became ready");
+    }
+    let second =
+        w.sh("cat ~/.claude/login ~/.claude/settings.json && echo mine > ~/.claude/second");
+    fs::write(&stop, "").expect("stop");
+    let status = {
+        let mut first = first;
+        first.wait().expect("first exits")
+    };
+    assert!(status.success());
+    assert!(second.status.success(), "{}", text(&second));
+    assert_eq!(
+        stdout(&second),
+        "saved-by-first\n{\"host\": true}\n",
+        "the second session sees the first one's saved state over the host's files"
+    );
+    assert!(
+        stderr_text(&second).contains("sees what that one has saved"),
+        "{}",
+        text(&second)
+    );
+    // Afterwards: the first session's write is kept, the second's is gone, the host is untouched.
+    let o = w.sh("cat ~/.claude/login; ls ~/.claude");
+    assert!(stdout(&o).starts_with("saved-by-first\n"), "{}", text(&o));
+    assert!(!stdout(&o).contains("second"), "{}", text(&o));
+    assert!(
+        !w.home.join(".claude/login").exists(),
+        "nothing reached the host"
+    );
 }
 
 #[test]

@@ -176,8 +176,9 @@ fn prepare_state(
             let n = spec.demote_persistent_uppers();
             let dirs = if n == 1 { "directory" } else { "directories" };
             eprintln!(
-                "airlock: another session of this project owns its overlay layers: writes to the {n} \
-                 overlay-mode tool {dirs} are discarded when this session ends"
+                "airlock: another session of this project owns its overlay layers: this session \
+                 sees what that one has saved in the {n} overlay-mode tool {dirs} (logins, \
+                 settings, history), and its own writes there are discarded when it ends"
             );
         }
         lease

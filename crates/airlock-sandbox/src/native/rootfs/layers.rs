@@ -35,17 +35,27 @@ pub(super) fn overlay(
     let rel = relative(lower).map_err(fail("invalid overlay lower dir", lower))?;
     let lower_fd = sys::openat2(old, &rel, dir_flags, sys::RESOLVE_IN_ROOT)
         .map_err(fail("cannot open overlay lower dir", lower))?;
+    let open_state = |dir: &Path| {
+        let rel = relative(dir).map_err(fail("invalid overlay dir", dir))?;
+        sys::openat2(old, &rel, dir_flags, sys::RESOLVE_IN_ROOT)
+            .map_err(fail("cannot open overlay dir", dir))
+    };
+    let throwaway = || {
+        let name = scratch_name(base, "overlay")
+            .map_err(fail("cannot name a throwaway layer for", target))?;
+        open_or_mkdir(base, &name).map_err(fail("cannot create a throwaway layer for", target))
+    };
+    // A stacked layer: the owner's upper is one more (read-only) lower, above the host's dir.
+    let mut saved = None;
     let layers = match upper {
         crate::spec::Upper::Persistent { dir } | crate::spec::Upper::Owned { dir } => {
-            let rel = relative(dir).map_err(fail("invalid overlay dir", dir))?;
-            sys::openat2(old, &rel, dir_flags, sys::RESOLVE_IN_ROOT)
-                .map_err(fail("cannot open overlay dir", dir))?
+            open_state(dir)?
         }
-        crate::spec::Upper::Throwaway => {
-            let name = scratch_name(base, "overlay")
-                .map_err(fail("cannot name a throwaway layer for", target))?;
-            open_or_mkdir(base, &name)
-                .map_err(fail("cannot create a throwaway layer for", target))?
+        crate::spec::Upper::Throwaway => throwaway()?,
+        crate::spec::Upper::Stacked { dir } => {
+            let upper = dir.join("upper");
+            saved = open_state(&upper).ok();
+            throwaway()?
         }
     };
     let layer = |name: &CStr| {
@@ -60,7 +70,16 @@ pub(super) fn overlay(
             fail("invalid overlay path for", target)(io::Error::from_raw_os_error(libc::EINVAL))
         })
     };
-    let (l, u, w) = (via_fd(&lower_fd)?, via_fd(&upper_fd)?, via_fd(&work_fd)?);
+    let (mut l, u, w) = (via_fd(&lower_fd)?, via_fd(&upper_fd)?, via_fd(&work_fd)?);
+    if let Some(saved) = &saved {
+        // lowerdir lists the top layer first.
+        let mut both = via_fd(saved)?.into_bytes();
+        both.push(b':');
+        both.extend_from_slice(l.as_bytes());
+        l = CString::new(both).map_err(|_| {
+            fail("invalid overlay path for", target)(io::Error::from_raw_os_error(libc::EINVAL))
+        })?;
+    }
     let attrs = sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
     let options = [
         (c"lowerdir", l.as_c_str()),
