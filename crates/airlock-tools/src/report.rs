@@ -89,6 +89,115 @@ pub struct ToolCheck {
     pub paths: Vec<PathCheck>,
     /// Things to fix: a missing binary, a dangling symlink, an unreadable dir, a missing required path.
     pub problems: Vec<String>,
+    /// The tool's version command run inside a real sandbox (absent with `--fast`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inside: Option<Inside>,
+}
+
+/// What the tool's version command did inside a sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Inside {
+    /// The command, as run.
+    pub command: String,
+    pub ok: bool,
+    /// Its first line of output (stdout and stderr), e.g. the version or the error.
+    pub output: String,
+}
+
+/// A shell script that runs the version command of every available tool in `report` at once (in
+/// parallel, 20 s each at most) and prints one `name<TAB>status<TAB>first line` per tool. None when
+/// there is nothing to run.
+pub fn inside_script(report: &CheckReport, catalog: &Catalog) -> Option<String> {
+    let mut script = String::from(
+        "cd /tmp || exit 1
+",
+    );
+    let mut any = false;
+    for t in report
+        .tools
+        .iter()
+        .filter(|t| t.status == Status::Available)
+    {
+        let (Some(binary), Some(tool)) = (&t.binary, catalog.get(t.name)) else {
+            continue;
+        };
+        any = true;
+        let mut command = shell_quote(&binary.to_string_lossy());
+        for arg in tool.version_args() {
+            command.push(' ');
+            command.push_str(&shell_quote(arg));
+        }
+        script.push_str(&format!(
+            "( out=$(timeout 20 {command} 2>&1 </dev/null); rc=$?; \
+             printf '%s\\t%s\\t%s\\n' {name} \"$rc\" \"$(printf '%s\\n' \"$out\" | head -n 1)\" \
+             ) > /tmp/airlock-check-{name} &\n",
+            name = t.name
+        ));
+    }
+    script.push_str(
+        "wait
+cat /tmp/airlock-check-* 2>/dev/null
+",
+    );
+    any.then_some(script)
+}
+
+/// Folds the output of [`inside_script`] into `report`: a tool whose command failed inside gets a
+/// problem naming the command and what it printed. A tool with no line (the sandbox did not run)
+/// gets `failure` as its problem when given.
+pub fn apply_inside(
+    report: &mut CheckReport,
+    catalog: &Catalog,
+    output: &str,
+    failure: Option<&str>,
+) {
+    for t in report
+        .tools
+        .iter_mut()
+        .filter(|t| t.status == Status::Available)
+    {
+        let (Some(binary), Some(tool)) = (&t.binary, catalog.get(t.name)) else {
+            continue;
+        };
+        let command = std::iter::once(binary.to_string_lossy().into_owned())
+            .chain(tool.version_args().iter().map(|a| a.to_string()))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let line = output.lines().find_map(|l| {
+            let mut parts = l.splitn(3, '\t');
+            (parts.next() == Some(t.name)).then(|| {
+                let rc = parts.next().unwrap_or("").to_owned();
+                (rc, parts.next().unwrap_or("").to_owned())
+            })
+        });
+        let inside = match line {
+            Some((rc, text)) => Inside {
+                ok: rc == "0",
+                output: if rc == "0" || rc.is_empty() {
+                    text
+                } else {
+                    format!("exit {rc}: {text}")
+                },
+                command,
+            },
+            None => Inside {
+                ok: false,
+                output: failure.unwrap_or("no result").to_owned(),
+                command,
+            },
+        };
+        if !inside.ok {
+            t.problems.push(format!(
+                "inside a sandbox, `{}` failed ({}); see `airlock tools info {}`",
+                inside.command, inside.output, t.name
+            ));
+        }
+        t.inside = Some(inside);
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// One path row of `tools check`.
@@ -317,5 +426,6 @@ fn check_tool(tool: &dyn Tool, settings: &Settings, host: &HostView) -> ToolChec
         binary: d.binary,
         paths,
         problems,
+        inside: None,
     }
 }

@@ -178,6 +178,11 @@ pub trait Tool: Send + Sync {
     fn name(&self) -> &'static str;
     fn description(&self) -> &'static str;
     /// Binaries whose presence on `PATH` makes the tool available (the first found is shown).
+    /// The arguments that make the tool's binary print its version and exit (`tools check` runs
+    /// it inside a sandbox to prove the tool works there).
+    fn version_args(&self) -> &'static [&'static str] {
+        &["--version"]
+    }
     fn binaries(&self) -> &'static [&'static str] {
         &[]
     }

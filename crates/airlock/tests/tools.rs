@@ -167,7 +167,7 @@ fn info_of_an_unknown_tool_lists_the_known_ones() {
 #[test]
 fn check_shows_rows_and_the_summary() {
     let w = World::new();
-    let out = w.run(&["tools", "check", "claude", "codex", "starship"]);
+    let out = w.run(&["tools", "check", "--fast", "claude", "codex", "starship"]);
     assert_eq!(out.status.code(), Some(1), "a named tool is missing");
     assert_eq!(
         stdout(&out),
@@ -189,7 +189,7 @@ fn check_shows_rows_and_the_summary() {
             w.bin.join("codex").display()
         )
     );
-    let ok = w.run(&["tools", "check", "claude"]);
+    let ok = w.run(&["tools", "check", "--fast", "claude"]);
     assert_eq!(ok.status.code(), Some(0));
     assert!(stdout(&ok).ends_with("Summary: 1/1 tools available\n"));
 }
@@ -199,7 +199,7 @@ fn check_reports_a_dangling_tool_dir_and_json_has_the_same_rows() {
     let w = World::new();
     fs::remove_dir_all(w.home.join(".codex")).expect("rm");
     std::os::unix::fs::symlink(w.home.join("gone"), w.home.join(".codex")).expect("symlink");
-    let out = w.run(&["tools", "check", "codex"]);
+    let out = w.run(&["tools", "check", "--fast", "codex"]);
     assert!(
         stdout(&out).contains(
             "    ✗ ~/.codex (dangling symlink)\n    ○ ~/.codex/sessions (optional, missing)\n    \
@@ -208,7 +208,7 @@ fn check_reports_a_dangling_tool_dir_and_json_has_the_same_rows() {
         "{}",
         stdout(&out)
     );
-    let json = w.run(&["tools", "check", "--json"]);
+    let json = w.run(&["tools", "check", "--fast", "--json"]);
     let report: serde_json::Value = serde_json::from_str(&stdout(&json)).expect("json");
     assert_eq!(report["total"], 24);
     assert_eq!(report["available"], 2);
@@ -243,4 +243,54 @@ fn a_bad_tools_table_is_an_error_naming_file_and_key() {
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn check_runs_each_tool_inside_a_sandbox_and_reports_one_that_fails_there() {
+    if !common::sandbox_starts() {
+        return;
+    }
+    let w = World::new();
+    // In the home, where tools install themselves: the sandbox mounts what they run from. (The
+    // fixture's own bin dir, under /tmp, is not visible inside, which is what the check reports.)
+    let bin = w.home.join(".local/bin");
+    fs::create_dir_all(&bin).expect("bin");
+    let exe = |name: &str, text: String| {
+        let path = bin.join(name);
+        fs::write(&path, text).expect("binary");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod");
+    };
+    exe("claude", "#!/bin/sh\necho claude 9.9.9\n".into());
+    // codex works on the host but needs a file of the home no tool mounts: inside it fails.
+    fs::write(w.home.join("codex-lib"), "").expect("lib");
+    exe(
+        "codex",
+        format!(
+            "#!/bin/sh\n. {} && echo codex 1.0\n",
+            w.home.join("codex-lib").display()
+        ),
+    );
+    let out = w
+        .airlock(&["tools", "check", "claude", "codex"])
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .output()
+        .expect("spawn airlock");
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
+    assert!(text.contains("✓ runs inside: claude 9.9.9"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "! inside a sandbox, `{} --version` failed (exit ",
+            bin.join("codex").display()
+        )),
+        "{text}"
+    );
+    let json = w
+        .airlock(&["tools", "check", "--json", "claude"])
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .output()
+        .expect("spawn airlock");
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert_eq!(report["tools"][0]["inside"]["ok"], true);
+    assert_eq!(report["tools"][0]["inside"]["output"], "claude 9.9.9");
 }

@@ -35,6 +35,9 @@ impl Tool for Tmux {
     fn description(&self) -> &'static str {
         "Tmux terminal multiplexer with sandbox indicator"
     }
+    fn version_args(&self) -> &'static [&'static str] {
+        &["-V"]
+    }
     fn binaries(&self) -> &'static [&'static str] {
         &["tmux"]
     }

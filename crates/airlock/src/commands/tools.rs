@@ -31,12 +31,16 @@ pub enum ToolsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Check that tools are available and their paths usable; exit 1 when a named tool is not
+    /// Check that tools are available, their paths usable, and that each runs inside a sandbox
+    /// (its version command, all in one launch); exit 1 when a named tool fails
     Check {
         /// Tools to check (default: all)
         names: Vec<String>,
         #[arg(long)]
         json: bool,
+        /// Only look at the host (no sandbox is started)
+        #[arg(long)]
+        fast: bool,
     },
 }
 
@@ -116,21 +120,49 @@ pub fn run(command: ToolsCommand) -> anyhow::Result<i32> {
             }
             Ok(0)
         }
-        ToolsCommand::Check { names, json } => {
+        ToolsCommand::Check { names, json, fast } => {
             for name in &names {
                 known(&cx.catalog, name)?;
             }
-            let report = report::check(&cx.catalog, &cx.settings, &cx.host, &names);
+            let mut report = report::check(&cx.catalog, &cx.settings, &cx.host, &names);
+            if !fast {
+                check_inside(&cx, &mut report)?;
+            }
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 print!("{}", render_check(&report));
             }
-            let named_missing =
-                !names.is_empty() && report.tools.iter().any(|t| t.status != Status::Available);
+            let named_missing = !names.is_empty()
+                && report.tools.iter().any(|t| {
+                    t.status != Status::Available || t.inside.as_ref().is_some_and(|i| !i.ok)
+                });
             Ok(i32::from(named_missing))
         }
     }
+}
+
+/// Runs every available tool's version command in one sandbox of this project (`--network none`,
+/// so nothing waits on the network) and folds the results into `report`.
+fn check_inside(cx: &ToolsContext, report: &mut CheckReport) -> anyhow::Result<()> {
+    let Some(script) = report::inside_script(report, &cx.catalog) else {
+        return Ok(());
+    };
+    let exe = std::env::current_exe().context("cannot find the airlock binary")?;
+    let out = std::process::Command::new(exe)
+        .args(["run", "--network", "none", "--", "sh", "-c", &script])
+        .current_dir(&cx.project)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .context("cannot start a sandbox to check the tools in")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let failure = (!out.status.success()).then(|| {
+        let last = stderr.lines().last().unwrap_or("").trim().to_owned();
+        format!("the sandbox did not start: {last}")
+    });
+    report::apply_inside(report, &cx.catalog, &stdout, failure.as_deref());
+    Ok(())
 }
 
 fn known<'a>(catalog: &'a Catalog, name: &str) -> anyhow::Result<&'a dyn airlock_tools::Tool> {
@@ -252,6 +284,9 @@ fn render_check(report: &CheckReport) -> String {
                 other => format!("✗ {} ({})", p.path, state_name(other)),
             };
             out.push_str(&format!("    {line}\n"));
+        }
+        if let Some(inside) = t.inside.as_ref().filter(|i| i.ok) {
+            out.push_str(&format!("    ✓ runs inside: {}\n", inside.output));
         }
         for problem in &t.problems {
             out.push_str(&format!("    ! {problem}\n"));
