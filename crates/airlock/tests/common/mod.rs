@@ -2,6 +2,8 @@
 //! there with a cleared environment, and readers for what it printed.
 #![allow(dead_code)] // each test file uses its own part of it
 
+pub mod egress;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
