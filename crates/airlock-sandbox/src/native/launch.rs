@@ -245,6 +245,8 @@ struct Report {
     /// Where the keeper's index goes (the state root), when it runs.
     index: Option<std::path::PathBuf>,
     index_failed: bool,
+    /// The receive buffer, allocated once (it is large enough for the keeper's index).
+    buf: Vec<u8>,
 }
 
 /// The largest message on the launch socket (the keeper's index is the big one).
@@ -253,10 +255,17 @@ const MESSAGE_CAP: usize = super::keeper::INDEX_MESSAGE_CAP + 4096;
 impl Report {
     /// Reads one message; false once the socket has nothing more to give.
     fn read(&mut self, sock: &OwnedFd) -> bool {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.resize(MESSAGE_CAP, 0);
+        let more = self.read_into(sock, &mut buf);
+        self.buf = buf;
+        more
+    }
+
+    fn read_into(&mut self, sock: &OwnedFd, buf: &mut [u8]) -> bool {
         use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
-        let mut buf = vec![0u8; MESSAGE_CAP];
         let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 1]);
-        let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+        let mut iov = [std::io::IoSliceMut::new(buf)];
         let (n, passed) = match recvmsg::<()>(
             sock.as_raw_fd(),
             &mut iov,
