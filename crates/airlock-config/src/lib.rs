@@ -10,6 +10,7 @@ mod load;
 mod paths;
 mod schema;
 mod template;
+mod text;
 mod tools_section;
 mod trust;
 
@@ -19,7 +20,8 @@ pub use load::parse_bytes;
 pub use load::{LoadedConfig, ProjectFile, load, parse_file, parse_str};
 pub use paths::{PROJECT_FILE_NAME, XdgPaths};
 pub use schema::*;
-pub use template::{init_template, render_profile, without_userinfo};
+pub use template::{init_template, render_profile};
+pub use text::{printable, without_userinfo};
 pub use tools_section::{
     OverlayDefault, OverlaySection, ToolSetting, ToolSettingsMap, ToolTables, ToolValue,
 };

@@ -206,18 +206,11 @@ fn render_network(out: &mut String, e: &EgressSettings) {
     }
     if let Some(url) = &e.upstream_proxy {
         // Never the credentials: `config show` output ends up in terminals and bug reports.
-        let _ = writeln!(out, "upstream_proxy = {}", quote(&without_userinfo(url)));
-    }
-}
-
-/// `url` with its userinfo (`user:password@`) replaced by `***@`, for anything shown or logged.
-pub fn without_userinfo(url: &str) -> String {
-    match url
-        .split_once("://")
-        .and_then(|(scheme, rest)| Some((scheme, rest.rsplit_once('@')?.1)))
-    {
-        Some((scheme, authority)) => format!("{scheme}://***@{authority}"),
-        None => url.to_owned(),
+        let _ = writeln!(
+            out,
+            "upstream_proxy = {}",
+            quote(&crate::text::without_userinfo(url))
+        );
     }
 }
 

@@ -30,6 +30,5 @@ pub use policy::{Decision, EgressPolicy, PolicyError, Rule};
 #[doc(hidden)]
 pub use proxy::fuzzing;
 pub use proxy::{
-    ACCEPTED_METHODS, ProxyConfig, ProxyHandle, RESERVED_FDS, UpstreamProxy, redact_proxy_url,
-    spawn, spawn_with,
+    ACCEPTED_METHODS, ProxyConfig, ProxyHandle, RESERVED_FDS, UpstreamProxy, spawn, spawn_with,
 };

@@ -95,8 +95,13 @@ fn decide(path: &Path, visible: &impl Fn(&Path) -> bool) -> Option<Option<PathBu
         return Some(None);
     }
     // One that needs a bind must be a certificate bundle.
-    let bytes = airlock_config::hostfs::read_regular_following(&real, BUNDLE_CAP).ok()?;
-    is_ca_bundle(&bytes).then_some(Some(real))
+    is_bundle_file(&real).then_some(Some(real))
+}
+
+/// Whether the regular file at `path` (links followed) is a certificate bundle ([`is_ca_bundle`]).
+pub fn is_bundle_file(path: &Path) -> bool {
+    airlock_config::hostfs::read_regular_following(path, BUNDLE_CAP)
+        .is_ok_and(|bytes| is_ca_bundle(&bytes))
 }
 
 #[cfg(test)]

@@ -171,15 +171,19 @@ pub fn apply_inside(
             })
         });
         let inside = match line {
-            Some((rc, text)) => Inside {
-                ok: rc == "0",
-                output: if rc == "0" || rc.is_empty() {
-                    text
-                } else {
-                    format!("exit {rc}: {text}")
-                },
-                command,
-            },
+            Some((rc, text)) => {
+                // What a tool printed inside is shown on the host's terminal.
+                let text = airlock_config::printable(&text);
+                Inside {
+                    ok: rc == "0",
+                    output: if rc == "0" || rc.is_empty() {
+                        text
+                    } else {
+                        format!("exit {rc}: {text}")
+                    },
+                    command,
+                }
+            }
             None => Inside {
                 ok: false,
                 output: failure.unwrap_or("no result").to_owned(),
@@ -427,5 +431,54 @@ fn check_tool(tool: &dyn Tool, settings: &Settings, host: &HostView) -> ToolChec
         paths,
         problems,
         inside: None,
+    }
+}
+
+#[cfg(test)]
+mod inside_tests {
+    use super::*;
+
+    fn git_report() -> CheckReport {
+        CheckReport {
+            tools: vec![ToolCheck {
+                name: "git",
+                status: Status::Available,
+                binary: Some("/usr/bin/git".into()),
+                paths: Vec::new(),
+                problems: Vec::new(),
+                inside: None,
+            }],
+            available: 1,
+            total: 1,
+        }
+    }
+
+    #[test]
+    fn what_a_tool_prints_inside_cannot_drive_the_hosts_terminal() {
+        let catalog = Catalog::builtin();
+        // The attack: a version line with an OSC 52 clipboard write and a line erase.
+        let mut report = git_report();
+        apply_inside(
+            &mut report,
+            &catalog,
+            "git\t0\tgit 2.0\x1b]52;c;ZXZpbA==\x07\x1b[2K\n",
+            None,
+        );
+        let inside = report.tools[0].inside.clone().expect("inside");
+        assert!(inside.ok);
+        assert!(!inside.output.contains('\x1b') && !inside.output.contains('\x07'));
+        // The control: plain output is shown as printed, a failure becomes a problem.
+        let mut report = git_report();
+        apply_inside(&mut report, &catalog, "git\t0\tgit version 2.47.3\n", None);
+        assert_eq!(
+            report.tools[0].inside.as_ref().unwrap().output,
+            "git version 2.47.3"
+        );
+        let mut report = git_report();
+        apply_inside(&mut report, &catalog, "git\t127\tnot found\n", None);
+        assert!(
+            report.tools[0].problems[0]
+                .contains("`/usr/bin/git --version` failed (exit 127: not found)")
+        );
     }
 }

@@ -22,7 +22,7 @@ mod tunnel;
 mod upstream;
 mod via;
 
-pub use via::{UpstreamProxy, redact as redact_proxy_url};
+pub use via::UpstreamProxy;
 
 use std::io;
 use std::net::SocketAddr;

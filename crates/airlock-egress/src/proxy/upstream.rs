@@ -40,12 +40,21 @@ pub(crate) async fn connect(
             format!("cannot connect to {target} ({addr}): {e}"),
         ))
     };
+    within(timeout, attempt, || {
+        format!("{target} did not answer within {} s", timeout.as_secs_f32())
+    })
+    .await
+}
+
+/// `attempt`, or a 504 saying `late()` when it takes longer than `timeout`.
+pub(crate) async fn within<T>(
+    timeout: Duration,
+    attempt: impl std::future::Future<Output = Result<T, Refusal>>,
+    late: impl FnOnce() -> String,
+) -> Result<T, Refusal> {
     match tokio::time::timeout(timeout, attempt).await {
         Ok(result) => result,
-        Err(_) => Err(Refusal::new(
-            504,
-            format!("{target} did not answer within {} s", timeout.as_secs_f32()),
-        )),
+        Err(_) => Err(Refusal::new(504, late())),
     }
 }
 

@@ -40,7 +40,7 @@ impl UpstreamProxy {
     /// Parses `http://[user:password@]host[:port][/]` (the port defaults to 80; `https://` proxies
     /// and other schemes are refused) and a `NO_PROXY` list.
     pub fn parse(url: &str, no_proxy: &str) -> Result<UpstreamProxy, String> {
-        let shown = redact(url);
+        let shown = airlock_config::without_userinfo(url);
         let rest = url.strip_prefix("http://").ok_or_else(|| {
             format!("upstream proxy {shown:?}: only http:// proxies are supported (the tunnel inside is TLS already)")
         })?;
@@ -149,17 +149,14 @@ impl UpstreamProxy {
             }
             Ok(stream)
         };
-        match tokio::time::timeout(timeout, attempt).await {
-            Ok(result) => result,
-            Err(_) => Err(Refusal::new(
-                504,
-                format!(
-                    "the upstream proxy {} did not connect {target} within {} s",
-                    self.shown(),
-                    timeout.as_secs_f32()
-                ),
-            )),
-        }
+        super::upstream::within(timeout, attempt, || {
+            format!(
+                "the upstream proxy {} did not connect {target} within {} s",
+                self.shown(),
+                timeout.as_secs_f32()
+            )
+        })
+        .await
     }
 }
 
@@ -210,11 +207,6 @@ fn percent_decode(text: &str) -> Vec<u8> {
         }
     }
     out
-}
-
-/// `url` with its userinfo replaced by `***`.
-pub fn redact(url: &str) -> String {
-    airlock_config::without_userinfo(url)
 }
 
 #[cfg(test)]

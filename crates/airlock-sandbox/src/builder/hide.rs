@@ -24,7 +24,7 @@ pub(super) fn plan(
         patterns.extend(hide::ENV_PATTERNS.iter().map(|p| p.to_string()));
     }
     patterns.extend(profile.hide.iter().cloned());
-    let generated = state_root.join("generated");
+    let generated = state_root.join(super::tools::GENERATED);
     let pinned: Vec<PathBuf> = plan
         .ops
         .iter()

@@ -6,6 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
+/// The state root's directory of generated files (bound read-only over their targets).
+pub(super) const GENERATED: &str = "generated";
+
 use sha2::{Digest, Sha256};
 
 use super::MountPlan;
@@ -111,7 +114,7 @@ pub(super) fn plan(contrib: &Contributions, state_root: &Path, taken: &MountPlan
             continue;
         }
         let path = state_root
-            .join("generated")
+            .join(GENERATED)
             .join(slot(&file.tool, &file.target));
         out.prepare.push(PrepareStep::WriteFile {
             path: path.clone(),

@@ -249,6 +249,12 @@ struct Report {
     buf: Vec<u8>,
 }
 
+/// A message from the sandbox's init, for the host's terminal: it can name paths the workload
+/// chose, so control characters are escaped.
+fn from_sandbox(bytes: &[u8]) -> String {
+    airlock_config::printable(&String::from_utf8_lossy(bytes))
+}
+
 /// The largest message on the launch socket (the keeper's index is the big one).
 const MESSAGE_CAP: usize = super::keeper::INDEX_MESSAGE_CAP + 4096;
 
@@ -292,16 +298,14 @@ impl Report {
                 .map(i32::from_le_bytes)
         };
         match buf[0] {
-            b'E' if self.error.is_none() => {
-                self.error = Some(String::from_utf8_lossy(&buf[1..n]).into_owned())
-            }
+            b'E' if self.error.is_none() => self.error = Some(from_sandbox(&buf[1..n])),
             b'N' => {
                 // SAFETY: as for 'L' below: SCM_RIGHTS just installed it, we own it.
                 self.watches =
                     passed.map(|fd| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
             }
-            b'F' => self.stopped = Some(String::from_utf8_lossy(&buf[1..n]).into_owned()),
-            b'W' => eprintln!("airlock: warning: {}", String::from_utf8_lossy(&buf[1..n])),
+            b'F' => self.stopped = Some(from_sandbox(&buf[1..n])),
+            b'W' => eprintln!("airlock: warning: {}", from_sandbox(&buf[1..n])),
             b'H' => self.write_index(&buf[1..n]),
             b'X' => self.outcome = code(&buf[1..n]).map(Outcome::Exited),
             b'S' => self.outcome = code(&buf[1..n]).map(Outcome::Signaled),

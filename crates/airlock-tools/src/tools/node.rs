@@ -51,7 +51,9 @@ impl Tool for Node {
             let needs_bind = |f: &PathBuf| {
                 !f.starts_with(&ctx.host.home) && !airlock_sandbox::host::is_system_path(f)
             };
-            if let Some(cafile) = cafile.filter(|f| needs_bind(f) && is_bundle(f)) {
+            if let Some(cafile) =
+                cafile.filter(|f| needs_bind(f) && airlock_sandbox::trust::is_bundle_file(f))
+            {
                 extras.fixed_mounts.push(ToolMount {
                     tool: "node".into(),
                     source: std::fs::canonicalize(&cafile).unwrap_or_else(|_| cafile.clone()),
@@ -63,11 +65,6 @@ impl Tool for Node {
         }
         extras
     }
-}
-
-fn is_bundle(path: &Path) -> bool {
-    airlock_config::hostfs::read_regular_following(path, 8 << 20)
-        .is_ok_and(|b| airlock_sandbox::trust::is_ca_bundle(&b))
 }
 
 /// The host npm's global config file, found without running npm: `NPM_CONFIG_GLOBALCONFIG` alone
