@@ -199,38 +199,115 @@ pub unsafe fn clone_process(namespaces: libc::c_int) -> io::Result<Cloned> {
 /// not wait for it: for an inotify instance, whose last close waits out an RCU grace period.
 ///
 /// The process shares this one's memory (`CLONE_VM`, like a thread, but with its own copy of the
-/// descriptor table) and only runs `close_range` on its own stack, so it costs no copy of the
-/// address space and no exec. Nobody reaps it; it is a zombie until this process exits.
+/// descriptor table) and only makes raw system calls on its own stack, so it costs no copy of the
+/// address space and no exec. Two pipes order the hand-over: the child closes every descriptor
+/// it copied except `fd` and then says so (`done`), so when this returns it holds no lock, socket
+/// or pipe of this process; it exits only once this process has dropped its own `fd` (`dropped`),
+/// so its exit is the last close. Nobody reaps it; it is a zombie until this process exits.
 pub fn close_detached(fd: OwnedFd) -> io::Result<()> {
     const STACK: usize = 16 * 1024;
+    #[repr(C)]
+    struct Closer {
+        keep: libc::c_int,
+        dropped: libc::c_int,
+        done: libc::c_int,
+    }
     extern "C" fn closer(arg: *mut libc::c_void) -> libc::c_int {
-        let keep = arg as usize as libc::c_uint;
-        // SAFETY: close_range only closes descriptors in this process's own copy of the table;
-        // with valid ranges it cannot fail, so errno (shared with the parent thread) is untouched.
+        // SAFETY: `arg` points at a leaked `Closer` that is never freed or written again.
+        let c = unsafe { &*(arg as *const Closer) };
+        let mut keep = [c.keep, c.dropped, c.done];
+        keep.sort_unstable();
+        // SAFETY: close_range, close and read only touch this process's own copy of the table;
+        // with valid ranges and descriptors none of them fails, so errno (shared with the parent
+        // thread) is untouched. read returns 0 once the parent has closed the write end.
         unsafe {
-            if keep > 0 {
-                libc::syscall(libc::SYS_close_range, 0u32, keep - 1, 0u32);
+            let mut low = 0u32;
+            for fd in keep {
+                if fd as u32 > low {
+                    libc::syscall(libc::SYS_close_range, low, fd as u32 - 1, 0u32);
+                }
+                low = fd as u32 + 1;
             }
-            libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32);
+            libc::syscall(libc::SYS_close_range, low, u32::MAX, 0u32);
+            libc::syscall(libc::SYS_close, c.done);
+            let mut byte = 0u8;
+            libc::syscall(
+                libc::SYS_read,
+                c.dropped,
+                &mut byte as *mut u8 as *mut libc::c_void,
+                1usize,
+            );
         }
         0
     }
+    let (dropped_read, dropped_write) = pipe()?;
+    let (done_read, done_write) = pipe()?;
+    let arg: &'static Closer = Box::leak(Box::new(Closer {
+        keep: fd.as_raw_fd(),
+        dropped: dropped_read.as_raw_fd(),
+        done: done_write.as_raw_fd(),
+    }));
     // The stack must outlive the child, which may outlive this call (and this process).
     let stack: &'static mut [u8] = Box::leak(vec![0u8; STACK].into_boxed_slice());
     let top = (stack.as_mut_ptr() as usize + STACK) & !15;
-    // SAFETY: `closer` only makes two raw system calls on the fresh stack above, which is never
-    // freed; CLONE_VM without CLONE_FILES gives it a copy of the descriptor table; exit signal 0.
+    // SAFETY: `closer` only makes raw system calls on the fresh stack above and reads the leaked
+    // `Closer`, neither ever freed; CLONE_VM without CLONE_FILES gives it a copy of the descriptor
+    // table; exit signal 0.
     let pid = unsafe {
         libc::clone(
             closer,
             top as *mut libc::c_void,
             libc::CLONE_VM,
-            fd.as_raw_fd() as usize as *mut libc::c_void,
+            arg as *const Closer as *mut libc::c_void,
         )
     };
     if pid < 0 {
         return Err(io::Error::last_os_error());
     }
     drop(fd);
-    Ok(())
+    drop(dropped_write);
+    drop(done_write);
+    let mut byte = [0u8; 1];
+    loop {
+        // SAFETY: reading one byte into a local buffer from a pipe this function owns.
+        let n = unsafe { libc::read(done_read.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
+        if n >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return Ok(());
+        }
+    }
+}
+
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 writes two descriptors into the local array.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } as libc::c_long)?;
+    // SAFETY: pipe2 just returned these descriptors; nobody else owns them.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs::File;
+
+    fn flock(file: &File) -> bool {
+        // SAFETY: flock on a descriptor this test owns.
+        unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+    }
+
+    #[test]
+    fn the_detached_closer_holds_nothing_else_once_it_returns() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("lock");
+        for _ in 0..200 {
+            let held = File::create(&path).expect("lock file");
+            assert!(flock(&held));
+            let given = OwnedFd::from(File::open("/dev/null").expect("null"));
+            close_detached(given).expect("closer");
+            drop(held);
+            // The lock is released only when every copy of its descriptor is closed.
+            let again = File::open(&path).expect("reopen");
+            assert!(flock(&again), "the closer still held this process's lock");
+        }
+    }
 }
