@@ -12,6 +12,7 @@ use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 use super::child::{self, ChildPlan};
 use super::creds::{self, DroppedGroups};
 use super::sys::{self, Cloned};
+use super::tty::{RawMode, Relay, TtyPlan};
 use crate::spec::SandboxSpec;
 
 /// How the workload ended.
@@ -54,6 +55,9 @@ const FORWARDED: [Signal; 4] = [
     Signal::SIGQUIT,
 ];
 
+/// What the supervisor does itself for the relay: a new window size, a continue after a stop.
+const TERMINAL: [Signal; 2] = [Signal::SIGWINCH, Signal::SIGCONT];
+
 /// The gates the supervisor runs for a sandbox while it lives (the egress proxy for now).
 pub trait Gates {
     /// Serve the egress proxy on `listener`, a socket inside the sandbox's network namespace.
@@ -80,6 +84,7 @@ impl Gates for NoGates {
 pub fn run(spec: &SandboxSpec, gates: &mut dyn Gates) -> Result<Outcome, LaunchError> {
     let mut plan = ChildPlan::new(spec).map_err(LaunchError::Plan)?;
     plan.fd_limit = creds::raise_fd_limit();
+    plan.tty = TtyPlan::detect();
     let (parent_end, child_end) = socketpair(
         AddressFamily::Unix,
         SockType::SeqPacket,
@@ -93,10 +98,16 @@ pub fn run(spec: &SandboxSpec, gates: &mut dyn Gates) -> Result<Outcome, LaunchE
         blocked.add(s);
     }
     blocked.add(Signal::SIGCHLD);
+    for s in TERMINAL {
+        blocked.add(s);
+    }
     let mut previous = SigSet::empty();
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&blocked), Some(&mut previous))
         .map_err(|e| LaunchError::Start(e.into()))?;
-    let result = clone_and_wait(spec, &plan, parent_end, child_end, gates);
+    // Before the clone, so keys typed while the sandbox starts wait for the pty unechoed.
+    let raw = plan.tty.as_ref().and_then(RawMode::enter);
+    let result = clone_and_wait(spec, &plan, parent_end, child_end, gates, raw.as_ref());
+    drop(raw);
     let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&previous), None);
     result
 }
@@ -119,6 +130,7 @@ fn clone_and_wait(
     parent_end: OwnedFd,
     child_end: OwnedFd,
     gates: &mut dyn Gates,
+    raw: Option<&RawMode>,
 ) -> Result<Outcome, LaunchError> {
     let groups = DroppedGroups::for_clone().map_err(LaunchError::Start)?;
     // SAFETY: the caller guarantees a single-threaded process; the child never returns.
@@ -149,7 +161,14 @@ fn clone_and_wait(
     }
     nix::unistd::write(&parent_end, b"G").map_err(|e| LaunchError::Start(e.into()))?;
     let index = spec.hide.as_ref().map(|h| h.index.as_path());
-    supervise(&pidfd, &parent_end, gates, index)
+    let terminal = plan.tty.as_ref().map(|plan| Terminal { plan, raw });
+    supervise(&pidfd, &parent_end, gates, index, terminal)
+}
+
+/// The caller's terminal, when the sandbox got a pty for it.
+struct Terminal<'a> {
+    plan: &'a TtyPlan,
+    raw: Option<&'a RawMode>,
 }
 
 /// Step 2: `setgroups` = deny first (required before gid_map for an unprivileged caller), then the
@@ -166,45 +185,72 @@ fn write_id_maps(pid: libc::pid_t, uid: u32, gid: u32) -> Result<(), LaunchError
     Ok(())
 }
 
-/// Step 6: forward signals, collect the workload's status, wait for init.
+/// Step 6: forward signals, relay the terminal, collect the workload's status, wait for init.
 fn supervise(
     pidfd: &OwnedFd,
     sock: &OwnedFd,
     gates: &mut dyn Gates,
     index: Option<&std::path::Path>,
+    terminal: Option<Terminal<'_>>,
 ) -> Result<Outcome, LaunchError> {
-    let mut forwarded = SigSet::empty();
+    let mut handled = SigSet::empty();
     for s in FORWARDED {
-        forwarded.add(s);
+        handled.add(s);
     }
-    let sfd = SignalFd::with_flags(&forwarded, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+    if terminal.is_some() {
+        for s in TERMINAL {
+            handled.add(s);
+        }
+    }
+    let sfd = SignalFd::with_flags(&handled, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
         .map_err(|e| LaunchError::Start(e.into()))?;
     let mut report = Report {
         index: index.map(Into::into),
         ..Report::default()
     };
+    let mut relay: Option<Relay> = None;
     let mut sock_open = true;
     loop {
         let mut fds = vec![
             PollFd::new(pidfd.as_fd(), PollFlags::POLLIN),
             PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
         ];
-        if sock_open {
-            fds.push(PollFd::new(sock.as_fd(), PollFlags::POLLIN));
-        }
+        let sock_at = if sock_open {
+            push(&mut fds, sock.as_fd(), PollFlags::POLLIN)
+        } else {
+            None
+        };
+        let (master, stdin) = relay.as_ref().map(Relay::interest).unwrap_or_default();
+        let master_at = master
+            .and_then(|(fd, events)| push(&mut fds, fd, PollFlags::from_bits_truncate(events)));
+        let stdin_at = stdin.and_then(|fd| push(&mut fds, fd, PollFlags::POLLIN));
         match poll(&mut fds, PollTimeout::NONE) {
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(LaunchError::Start(e.into())),
         }
-        let ready = |i: usize| {
-            fds.get(i)
+        let ready = |i: Option<usize>| {
+            i.and_then(|i| fds.get(i))
                 .and_then(|f| f.revents())
                 .is_some_and(|r| !r.is_empty())
         };
-        let (init_done, signal_ready, sock_ready) = (ready(0), ready(1), ready(2));
+        let (init_done, signal_ready) = (ready(Some(0)), ready(Some(1)));
+        let (sock_ready, master_ready, stdin_ready) =
+            (ready(sock_at), ready(master_at), ready(stdin_at));
+        drop(fds);
+        if let Some(relay) = relay.as_mut() {
+            if master_ready {
+                relay.on_master();
+            }
+            if stdin_ready {
+                relay.on_stdin();
+            }
+        }
         if sock_ready {
             sock_open = report.read(sock);
+            if let (Some(master), Some(t)) = (report.tty.take(), terminal.as_ref()) {
+                relay = Some(Relay::new(master, t.plan));
+            }
             if let Some(listener) = report.listener.take()
                 && let Err(e) = gates.serve_egress(listener)
             {
@@ -218,19 +264,45 @@ fn supervise(
         }
         if signal_ready {
             while let Ok(Some(info)) = sfd.read_signal() {
-                // The terminal already delivered its own signals to the whole process group.
-                if info.ssi_code != libc::SI_KERNEL {
-                    let _ = sys::pidfd_send_signal(pidfd.as_fd(), info.ssi_signo as i32);
+                match Signal::try_from(info.ssi_signo as i32) {
+                    Ok(Signal::SIGWINCH) => {
+                        if let (Some(relay), Some(t)) = (relay.as_ref(), terminal.as_ref()) {
+                            relay.on_resize(t.plan);
+                        }
+                    }
+                    Ok(Signal::SIGCONT) => {
+                        if let Some(raw) = terminal.as_ref().and_then(|t| t.raw) {
+                            raw.reapply();
+                        }
+                    }
+                    // The workload is in a session of its own, so a signal the terminal sent to
+                    // this process group never reached it: init passes each one on, once.
+                    _ => {
+                        let _ = sys::pidfd_send_signal(pidfd.as_fd(), info.ssi_signo as i32);
+                    }
                 }
             }
         }
         if init_done {
             wait_pidfd(pidfd);
             while report.read(sock) {}
+            if let Some(relay) = relay.as_mut() {
+                relay.drain();
+            }
             break;
         }
     }
     report.outcome()
+}
+
+/// Adds `fd` to a poll set; its index there.
+fn push<'a>(
+    fds: &mut Vec<PollFd<'a>>,
+    fd: std::os::fd::BorrowedFd<'a>,
+    events: PollFlags,
+) -> Option<usize> {
+    fds.push(PollFd::new(fd, events));
+    Some(fds.len() - 1)
 }
 
 /// What the sandbox reported on the launch socket.
@@ -242,6 +314,8 @@ struct Report {
     listener: Option<std::net::TcpListener>,
     /// The keeper's inotify instance, held so that its teardown happens off the exit path.
     watches: Option<OwnedFd>,
+    /// The master of the sandbox's pty, for the relay.
+    tty: Option<OwnedFd>,
     /// Where the keeper's index goes (the state root), when it runs.
     index: Option<std::path::PathBuf>,
     index_failed: bool,
@@ -302,6 +376,11 @@ impl Report {
             b'N' => {
                 // SAFETY: as for 'L' below: SCM_RIGHTS just installed it, we own it.
                 self.watches =
+                    passed.map(|fd| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+            }
+            b'T' => {
+                // SAFETY: as for 'L' below.
+                self.tty =
                     passed.map(|fd| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
             }
             b'F' => self.stopped = Some(from_sandbox(&buf[1..n])),

@@ -3,7 +3,8 @@
 //! The order of a launch is fixed in `shared/design/NATIVE-BACKEND.md`; each step lives in one module:
 //! `launch` (parent: clone, id maps, supervision), `child` (init and the workload's last steps),
 //! `rootfs` (mounts and pivot_root), `keeper` (hidden files, kept by init), `net`, `caps`, `landlock`, `seccomp`, `creds` (groups and the
-//! descriptor limit around the clone), and `sys` (raw calls).
+//! descriptor limit around the clone), `tty` (the sandbox's own pty and its relay), and `sys` (raw
+//! calls).
 
 pub mod caps;
 mod child;
@@ -17,6 +18,7 @@ mod net;
 mod rootfs;
 pub mod seccomp;
 mod sys;
+mod tty;
 
 pub use child::SETUP_FAILED;
 pub use launch::{Gates, LaunchError, NoGates, Outcome, run};

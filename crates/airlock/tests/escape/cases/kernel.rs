@@ -8,7 +8,7 @@ use std::fs;
 use std::os::unix::fs::{PermissionsExt as _, chown};
 
 use crate::check;
-use crate::harness::{Mode, Net, Outcome, PTY_COLS, PTY_ROWS, World, skip};
+use crate::harness::{Mode, Net, Outcome, World, skip};
 
 /// Inside, `action` must be refused with `errno`; on the host it must not be.
 fn refused_only_inside(w: &mut World, action: &[&str], errno: &str) -> Outcome {
@@ -35,31 +35,6 @@ pub fn tiocsti_denied(mode: &Mode) -> Outcome {
     // High bits set: the kernel still reads TIOCSTI, a filter comparing 64 bits would not.
     refused_only_inside(&mut w, &["tiocsti-high"], "EPERM")?;
     w.probe(Net::Host, &["tiocgwinsz"])?.succeeded()
-}
-
-/// TIOCSTI on the terminal airlock was started from: airlock does not `setsid`, so that terminal
-/// is the workload's controlling terminal too, and the developer's shell would read whatever
-/// is injected into it. The terminal itself must keep working (window size included).
-pub fn tiocsti_inherited_terminal(mode: &Mode) -> Outcome {
-    let mut w = World::new(mode)?;
-    for action in ["tiocsti-stdin", "tiocsti-stdin-high"] {
-        w.probe_on_pty(&[action])?.denied(&["EPERM"])?;
-        let host = w.host_probe_on_pty(&[action])?;
-        check!(
-            host.errno() != Some("EPERM"),
-            "host control: `{action}` is refused with EPERM on the host too:\n      {}",
-            host.run.describe()
-        );
-    }
-    let p = w.probe_on_pty(&["winsize-stdin"])?;
-    p.succeeded()?;
-    let want = format!("winsize={PTY_ROWS}x{PTY_COLS}");
-    check!(
-        p.stdout_has(&want),
-        "control: the inherited terminal must report {want} inside:\n      {}",
-        p.run.describe()
-    );
-    Ok(())
 }
 
 pub fn tioclinux_denied(mode: &Mode) -> Outcome {

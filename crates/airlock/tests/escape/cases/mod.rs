@@ -13,6 +13,7 @@ mod nested;
 mod network;
 mod processes;
 mod sockets;
+mod terminal;
 
 /// One named case.
 pub struct Case {
@@ -128,7 +129,15 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "tiocsti-inherited-terminal",
-        run: kernel::tiocsti_inherited_terminal,
+        run: terminal::tiocsti_inherited_terminal,
+    },
+    Case {
+        name: "terminal-is-the-sandboxs-pty",
+        run: terminal::terminal_is_the_sandboxs_pty,
+    },
+    Case {
+        name: "terminal-chmod-stays-inside",
+        run: terminal::terminal_chmod_stays_inside,
     },
     Case {
         name: "tioclinux-denied",

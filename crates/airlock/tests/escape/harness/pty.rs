@@ -13,9 +13,13 @@ pub const PTY_ROWS: u16 = 37;
 pub const PTY_COLS: u16 = 101;
 
 /// Runs `cmd` with a fresh pseudo-terminal as its controlling terminal and stdin/stdout/stderr,
-/// the way a developer's terminal is; the output (both streams) ends up in `Run::stdout`.
-pub fn run_on_pty(mut cmd: Command, described: String) -> Result<Run, Failure> {
-    let (master, slave) = open_pty()?;
+/// the way a developer's terminal is: owned by `owner`, mode 0620. The output (both streams) ends
+/// up in `Run::stdout`, the slave's mode afterwards in `Run::terminal_mode`.
+pub fn run_on_pty(mut cmd: Command, described: String, owner: u32) -> Result<Run, Failure> {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let (master, slave, path) = open_pty()?;
+    std::os::unix::fs::fchown(&slave, Some(owner), None)?;
+    slave.set_permissions(fs::Permissions::from_mode(0o620))?;
     cmd.stdin(slave.try_clone()?)
         .stdout(slave.try_clone()?)
         .stderr(slave);
@@ -32,6 +36,7 @@ pub fn run_on_pty(mut cmd: Command, described: String) -> Result<Run, Failure> {
     drop(cmd); // closes the suite's copies of the slave, so the reader sees EOF at the end
     let mut child = child.map_err(|e| fail(format!("could not start {described}: {e}")))?;
     let (tx, rx) = std::sync::mpsc::channel();
+    let slave_path = path.clone();
     std::thread::spawn(move || {
         let mut master = fs::File::from(master);
         let mut output = Vec::new();
@@ -44,7 +49,9 @@ pub fn run_on_pty(mut cmd: Command, described: String) -> Result<Run, Failure> {
                 Err(_) => break, // EIO: every slave fd is closed
             }
         }
-        let _ = tx.send(output);
+        // The slave's node lives as long as the master: read its mode before closing it.
+        let mode = fs::metadata(&slave_path).ok().map(|m| m.mode() & 0o7777);
+        let _ = tx.send((output, mode));
     });
     let Some(status) = wait_deadline(&mut child, RUN_DEADLINE)? else {
         let _ = child.kill();
@@ -53,17 +60,18 @@ pub fn run_on_pty(mut cmd: Command, described: String) -> Result<Run, Failure> {
             "{described}\n      did not finish within {RUN_DEADLINE:?}"
         )));
     };
-    let output = rx.recv_timeout(CONDITION_DEADLINE).unwrap_or_default();
+    let (output, terminal_mode) = rx.recv_timeout(CONDITION_DEADLINE).unwrap_or_default();
     Ok(Run {
         described,
         status,
         stdout: String::from_utf8_lossy(&output).replace("\r\n", "\n"),
         stderr: String::new(),
+        terminal_mode,
     })
 }
 
-/// A pseudo-terminal pair with the suite's window size: (master, slave).
-fn open_pty() -> io::Result<(std::os::fd::OwnedFd, fs::File)> {
+/// A pseudo-terminal pair with the suite's window size: (master, slave, the slave's path).
+fn open_pty() -> io::Result<(std::os::fd::OwnedFd, fs::File, String)> {
     use std::os::fd::FromRawFd as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     // SAFETY: plain libc calls on a fresh fd that is owned right away; `name` outlives its use.
@@ -97,7 +105,7 @@ fn open_pty() -> io::Result<(std::os::fd::OwnedFd, fs::File)> {
             .read(true)
             .write(true)
             .custom_flags(libc::O_NOCTTY)
-            .open(path)?;
-        Ok((master, slave))
+            .open(&path)?;
+        Ok((master, slave, path))
     }
 }

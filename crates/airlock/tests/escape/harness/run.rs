@@ -14,6 +14,8 @@ pub struct Run {
     pub status: ExitStatus,
     pub stdout: String,
     pub stderr: String,
+    /// For a run on a pty: the permission bits of the pty's slave on the host afterwards.
+    pub terminal_mode: Option<u32>,
 }
 
 impl Run {
@@ -72,6 +74,7 @@ pub fn finish(mut child: Child, described: String, out: &Path, err: &Path) -> Re
         status,
         stdout: String::from_utf8_lossy(&fs::read(out)?).into_owned(),
         stderr: String::from_utf8_lossy(&fs::read(err)?).into_owned(),
+        terminal_mode: None,
     })
 }
 

@@ -189,7 +189,8 @@ impl<'m> World<'m> {
     pub fn airlock_on_pty(&mut self, args: &[&str]) -> Result<Run, Failure> {
         let mut cmd = self.mode.command(&self.mode.airlock, &self.home);
         cmd.args(args).current_dir(&self.project);
-        run_on_pty(cmd, format!("(on a pty) airlock {}", args.join(" ")))
+        let owner = self.mode.uid;
+        run_on_pty(cmd, format!("(on a pty) airlock {}", args.join(" ")), owner)
     }
 
     /// The host-side twin of [`World::airlock_on_pty`]: the probe run unsandboxed on a pty.
@@ -200,7 +201,7 @@ impl<'m> World<'m> {
             "(on the host, unsandboxed, on a pty) probe {}",
             action.join(" ")
         );
-        Probe::parse(run_on_pty(cmd, described)?)
+        Probe::parse(run_on_pty(cmd, described, self.mode.uid)?)
     }
 
     /// Runs the probe inside the sandbox on a fresh controlling pseudo-terminal.

@@ -160,6 +160,8 @@ pub fn run(args: &[String]) -> i32 {
             })
         }
         ["winsize-stdin"] => winsize(0),
+        ["tty-stdin"] => tty_stdin(),
+        ["fchmod-stdin", mode] => fchmod_stdin(mode),
         ["fds"] => open_fds(),
         ["read-at", fd, rel] => read_at(fd, rel),
         ["read-fd", fd] => read_fd(fd),

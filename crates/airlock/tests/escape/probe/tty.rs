@@ -98,3 +98,34 @@ pub(super) fn winsize(fd: libc::c_int) -> Attempt {
     }
     Ok(format!("winsize={}x{}", ws.ws_row, ws.ws_col))
 }
+
+/// Which terminal stdin is: its name, and the device numbers of the devpts it lives on.
+pub(super) fn tty_stdin() -> Attempt {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut name = [0 as libc::c_char; 128];
+    // SAFETY: ttyname_r writes a NUL-terminated name into the local buffer.
+    let rc = unsafe { libc::ttyname_r(0, name.as_mut_ptr(), name.len()) };
+    if rc != 0 {
+        return Err(denial("ttyname_r(0)", &io::Error::from_raw_os_error(rc)));
+    }
+    // SAFETY: ttyname_r succeeded, so the buffer holds a C string.
+    let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_string_lossy();
+    let meta = std::fs::metadata("/proc/self/fd/0").map_err(|e| denial("stat fd 0", &e))?;
+    Ok(format!(
+        "ttyname={name} dev={} rdev={}",
+        meta.dev(),
+        meta.rdev()
+    ))
+}
+
+/// fchmod on the terminal the probe was given as stdin (a developer's pty, if inherited).
+pub(super) fn fchmod_stdin(mode: &str) -> Attempt {
+    let mode = u32::from_str_radix(mode, 8).map_err(|_| Denial {
+        name: "EINVAL".into(),
+        what: format!("not an octal mode: {mode}"),
+    })?;
+    raw_syscall(&format!("fchmod(0, {mode:o})"), || {
+        // SAFETY: fchmod on a descriptor the probe holds.
+        unsafe { libc::syscall(libc::SYS_fchmod, 0, mode) }
+    })
+}

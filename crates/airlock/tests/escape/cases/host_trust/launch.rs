@@ -140,6 +140,7 @@ fn run_facing(w: &mut World, fifo: &Path) -> Result<Result<Run, String>, Failure
             status,
             stdout: read(&out),
             stderr: read(&err),
+            terminal_mode: None,
         }),
         None => Err(format!(
             "{described}\n      hung: still running after {FIFO_DEADLINE:?} (killed)\n      stderr so far: {}",

@@ -353,6 +353,7 @@ impl Session {
             status,
             stdout: self.log(true),
             stderr: self.log(false),
+            terminal_mode: None,
         })
     }
 }
