@@ -24,6 +24,10 @@ pub struct Contributions {
     /// `core.hooksPath` names) and that did not exist at launch: checked when the session ends.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub host_executed: Vec<PathBuf>,
+    /// Command names the airlock binary answers as inside, first on PATH (beside the bridge's
+    /// shims): `git` when `.git` is read-only, to say why a commit failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shims: Vec<String>,
 }
 
 /// One host path a tool wants inside, already resolved to a mount mode.

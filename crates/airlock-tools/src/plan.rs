@@ -166,6 +166,7 @@ pub fn plan_for(
         out.mounts.extend(extras.fixed_mounts);
         out.warnings.extend(extras.warnings);
         out.host_executed.extend(extras.host_executed);
+        out.shims.extend(extras.shims);
         path_prepend.extend(extras.path_prepend);
     }
     // After every tool's mounts, so a binary already inside one (mise's ~/.local/bin) is not

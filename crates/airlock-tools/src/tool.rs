@@ -171,6 +171,8 @@ pub struct Extras {
     pub warnings: Vec<String>,
     /// See [`airlock_sandbox::Contributions::host_executed`].
     pub host_executed: Vec<PathBuf>,
+    /// See [`airlock_sandbox::Contributions::shims`].
+    pub shims: Vec<String>,
 }
 
 /// One catalog entry. Implementations are plain values; the catalog owns them.

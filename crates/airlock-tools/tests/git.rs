@@ -65,7 +65,15 @@ fn readonly_mounts_git_read_only_with_the_resolved_identity_including_include_if
     f.file(".gitignore_global", "*.swp\n");
     let plan = plan(&f, "");
     assert_eq!(plan.mounts, vec![ro(f.project.join(".git"), true)]);
-    assert!(plan.env.is_empty() && plan.warnings.is_empty(), "{plan:?}");
+    assert!(plan.warnings.is_empty(), "{plan:?}");
+    // The wrapper that says why a commit failed, and the git dir it checks.
+    assert_eq!(plan.shims, vec!["git".to_owned()]);
+    let git_dir = f.project.join(".git").to_string_lossy().into_owned();
+    assert_eq!(
+        plan.env.get("AIRLOCK_GIT_READONLY").map(String::as_str),
+        Some(git_dir.as_str())
+    );
+    assert_eq!(plan.env.len(), 1, "{plan:?}");
     let host_config = std::fs::read_to_string(f.project.join(".git/config")).unwrap();
     assert_eq!(
         sanitized_config(&plan),

@@ -12,6 +12,13 @@ const EXIT_AIRLOCK_FAILED: i32 = 125;
 
 fn main() {
     // Multi-call: started as a shim name (xdg-open, code, git-credential-airlock, ...), act as it.
+    let mut args = std::env::args_os();
+    if args
+        .next()
+        .is_some_and(|argv0| airlock_tools::git::hint::is_wrapper(&argv0))
+    {
+        std::process::exit(airlock_tools::git::hint::run(args.collect()));
+    }
     if let Some(code) = commands::bridge::dispatch_shim() {
         std::process::exit(code);
     }

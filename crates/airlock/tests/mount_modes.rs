@@ -261,6 +261,47 @@ fn git_readonly_mode_refuses_commits_and_keeps_the_host_identity() {
 }
 
 #[test]
+fn a_failed_write_in_readonly_mode_says_once_which_key_allows_commits() {
+    if !available() {
+        return;
+    }
+    let w = World::new("");
+    let o = w.sh(
+        "echo change >> README; git commit -qam second; echo commit=$?; \
+         git -C . commit -qam third; echo again=$?; git status --short; echo status=$?; \
+         git config --get no.such.key; echo config=$?; \
+         cd /tmp && git init -q elsewhere && cd elsewhere && git commit -q --allow-empty -m x; \
+         echo elsewhere=$?",
+    );
+    let (out, err) = (stdout(&o), String::from_utf8_lossy(&o.stderr).into_owned());
+    for want in [
+        "commit=128",
+        "again=128",
+        "status=0",
+        "config=1",
+        "elsewhere=0",
+    ] {
+        assert!(out.contains(want), "{want}: {}", text(&o));
+    }
+    assert!(
+        err.contains("Read-only file system"),
+        "git's own error: {err}"
+    );
+    assert_eq!(
+        err.matches("[tools.git] mode = \"readwrite\"").count(),
+        1,
+        "the hint, once per session: {err}"
+    );
+    // A later session says it again (its /tmp is new).
+    let o = w.sh("git commit -qam fourth; true");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("[tools.git] mode"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
 fn git_readwrite_commits_come_back_as_airlock_branches() {
     if !available() {
         return;

@@ -68,6 +68,7 @@ pub(super) fn plan(
     host: &HostFacts,
     state_root: &Path,
     path: &str,
+    shims: &[String],
 ) -> BridgePlan {
     let mut out = BridgePlan::default();
     let Some(exe) = host.bridge.exe.as_ref().filter(|_| profile.bridge) else {
@@ -81,7 +82,11 @@ pub(super) fn plan(
     let shim_dir = state_root.join("bridge").join("bin");
     let mut names: Vec<String> = SHIM_NAMES.iter().map(|n| (*n).to_owned()).collect();
     let commands = BUILTIN_COMMANDS.iter().map(|n| (*n).to_owned());
-    for name in commands.chain(profile.bridge_commands.iter().cloned()) {
+    let tools = shims.iter().cloned();
+    for name in commands
+        .chain(profile.bridge_commands.iter().cloned())
+        .chain(tools)
+    {
         if !names.contains(&name) && !name.contains('/') && !name.starts_with('.') {
             names.push(name);
         }

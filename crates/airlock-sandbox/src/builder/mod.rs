@@ -228,7 +228,7 @@ pub fn build_with_tools(
         }
     }
     let path = env.get("PATH").cloned().unwrap_or_default();
-    let bridge = bridge::plan(profile, host, &state_root, &path);
+    let bridge = bridge::plan(profile, host, &state_root, &path, &contrib.shims);
     env.extend(bridge.env);
     for op in bridge.ops {
         plan.push(op, "the host bridge");

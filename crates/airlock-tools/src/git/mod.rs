@@ -16,6 +16,7 @@
 //! anywhere else in the project is quarantined when the session ends ([`quarantine`]).
 
 pub mod fetch;
+pub mod hint;
 pub mod identity;
 pub mod layer;
 pub mod linked;
@@ -241,6 +242,12 @@ fn repository_mounts(
     if let Some(git_dir) = &git_dir {
         if mode == "readonly" {
             extras.fixed_mounts.push(readonly(git_dir, true));
+            // A failed commit inside then says why ([`hint`]).
+            extras.shims.push("git".into());
+            extras.env.push((
+                hint::READONLY_ENV.into(),
+                git_dir.to_string_lossy().into_owned(),
+            ));
             // Always a copy, even with nothing to take out: the keeper holds it in place, so a
             // secret the host adds while the session runs (`git remote set-url`) stays unseen.
             if let Some(content) = config.map(sanitize::sanitize) {
