@@ -9,6 +9,8 @@ pub const MODEL_PROVIDERS: &[&str] = &[
     "console.anthropic.com",
     "claude.ai",
     "platform.claude.com",
+    // Claude Code's native installer and auto-updater
+    "downloads.claude.ai",
     // OpenAI (codex, aider, opencode, pi)
     "api.openai.com",
     "auth.openai.com",
@@ -23,14 +25,17 @@ pub const MODEL_PROVIDERS: &[&str] = &[
     "api.githubcopilot.com",
     "*.githubcopilot.com",
     "copilot-proxy.githubusercontent.com",
-    // Cursor
+    // Cursor: the API and logins; updates and extensions (the hosts Cursor's docs list together)
     "*.cursor.sh",
-    // Providers that opencode, aider and pi can be pointed at
-    "openrouter.ai",
+    "*.cursorapi.com",
+    "*.cursor-cdn.com",
+    // opencode's own services
     "opencode.ai",
     "api.opencode.ai",
     "models.opencode.ai",
     "models.dev",
+    // Providers that opencode, aider and pi can be pointed at
+    "openrouter.ai",
     "api.mistral.ai",
     "api.deepseek.com",
     "api.groq.com",
