@@ -1,8 +1,11 @@
 //! TLS through `--network proxy`: a CONNECT tunnel left untouched, the host's CA variables carried
-//! in, and an upstream (company) proxy. Real binary, real sandbox, curl and Python inside, an
-//! `openssl s_server` on the host's loopback.
+//! in, an upstream (company) proxy, and a TLS-inspecting one whose CA only a bundle named by those
+//! variables holds. Real binary, real sandbox, curl, git, Python (urllib, requests, pip) and Node
+//! inside, `openssl s_server` on the host's loopback.
 
 mod common;
+#[path = "common/mitm.rs"]
+mod mitm;
 
 use std::fs;
 use std::io::{Read, Write};
@@ -13,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::egress::{World, sandbox_available};
 use common::report as out;
+use mitm::{GIT_COMMIT, HOST, Inspection, client, python_with};
 
 /// A TLS server (openssl s_server) with a self-signed certificate for `allowed.test`.
 struct TlsServer {
@@ -315,5 +319,169 @@ fn allowed_traffic_goes_through_the_hosts_upstream_proxy_and_denied_never_reache
     assert!(
         !text.contains("secret"),
         "the proxy's password is never logged"
+    );
+}
+
+impl Inspection {
+    /// With `var` naming the bundle, `script` prints `answer` (what the proxy answered) and the
+    /// proxy read `request` inside TLS. Control: without it the client refuses the proxy's
+    /// certificate (`refusal` in its output, case aside) and the proxy reads no request.
+    fn verify(&self, var: &str, script: &str, request: &str, answer: &str, refusal: &str) {
+        let o = self.run(&[var], script);
+        assert!(
+            o.status.success() && String::from_utf8_lossy(&o.stdout).contains(answer),
+            "with {var}: {}",
+            out(&o)
+        );
+        let seen = self.mitm.seen();
+        let connect = format!("CONNECT {HOST}:443");
+        assert!(
+            seen.contains(&connect) && seen.iter().any(|l| l == request),
+            "the inspecting proxy read {request:?} inside TLS: {seen:?}"
+        );
+        let via = format!("127.0.0.1:{}", self.mitm.port);
+        assert!(
+            self.w
+                .log()
+                .iter()
+                .any(|l| l["host"] == HOST && l["decision"] == "allowed" && l["via"] == via),
+            "{:?}",
+            self.w.log()
+        );
+        let o = self.run(&[], script);
+        let text = format!("{}{}", common::stdout(&o), common::stderr(&o)).to_lowercase();
+        assert!(
+            !o.status.success() && text.contains(refusal) && !common::stdout(&o).contains(answer),
+            "without {var} the proxy's certificate is refused: {}",
+            out(&o)
+        );
+        let later = &self.mitm.seen()[seen.len()..];
+        assert!(
+            later.contains(&connect) && later.iter().all(|l| l.starts_with("CONNECT ")),
+            "the control reached the proxy and stopped at TLS: {later:?}"
+        );
+    }
+}
+
+#[test]
+fn curl_trusts_a_tls_inspecting_proxy_by_curl_ca_bundle() {
+    let Some(t) = Inspection::new() else {
+        return;
+    };
+    t.verify(
+        "CURL_CA_BUNDLE",
+        &format!("curl -sS https://{HOST}/curl"),
+        &format!("GET /curl host={HOST}"),
+        &format!("inspected GET /curl host={HOST}\n"),
+        "ssl certificate problem",
+    );
+}
+
+#[test]
+fn git_trusts_a_tls_inspecting_proxy_by_git_ssl_cainfo() {
+    let Some(git) = client("git") else {
+        return;
+    };
+    let Some(t) = Inspection::new() else {
+        return;
+    };
+    t.verify(
+        "GIT_SSL_CAINFO",
+        &format!("GIT_TERMINAL_PROMPT=0 {git} ls-remote https://{HOST}/demo.git"),
+        &format!("GET /demo.git/info/refs?service=git-upload-pack host={HOST}"),
+        &format!("{GIT_COMMIT}\trefs/heads/main\n"),
+        "certificate",
+    );
+}
+
+#[test]
+fn python_urllib_trusts_a_tls_inspecting_proxy_by_ssl_cert_file() {
+    let Some(python) = client("python3") else {
+        return;
+    };
+    let Some(t) = Inspection::new() else {
+        return;
+    };
+    let code = "import sys, urllib.request\n\
+                sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())";
+    t.verify(
+        "SSL_CERT_FILE",
+        &format!("{python} -c '{code}' https://{HOST}/urllib"),
+        &format!("GET /urllib host={HOST}"),
+        &format!("inspected GET /urllib host={HOST}\n"),
+        "certificate_verify_failed",
+    );
+}
+
+#[test]
+fn python_requests_trusts_a_tls_inspecting_proxy_by_requests_ca_bundle() {
+    let Some(python) = python_with("requests", "python3-requests") else {
+        return;
+    };
+    let Some(t) = Inspection::new() else {
+        return;
+    };
+    let code = "import sys, requests\n\
+                sys.stdout.write(requests.get(sys.argv[1], timeout=10).text)";
+    t.verify(
+        "REQUESTS_CA_BUNDLE",
+        &format!("{python} -c '{code}' https://{HOST}/requests"),
+        &format!("GET /requests host={HOST}"),
+        &format!("inspected GET /requests host={HOST}\n"),
+        "certificate_verify_failed",
+    );
+}
+
+#[test]
+fn pip_trusts_a_tls_inspecting_proxy_by_pip_cert() {
+    let Some(python) = python_with("pip", "python3-pip") else {
+        return;
+    };
+    let Some(t) = Inspection::new() else {
+        return;
+    };
+    // `pip index versions` reads the project's simple page and lists the releases it links.
+    t.verify(
+        "PIP_CERT",
+        &format!(
+            "{python} -m pip index versions demo --index-url https://{HOST}/simple/ \
+             --disable-pip-version-check --no-cache-dir --retries 0 --timeout 10"
+        ),
+        &format!("GET /simple/demo/ host={HOST}"),
+        "demo (1.0)",
+        "certificate_verify_failed",
+    );
+}
+
+/// Node's https through the sandbox's `HTTPS_PROXY`: Node before 22.21 ignores the proxy
+/// variables (and `NODE_USE_ENV_PROXY`), so the script opens the CONNECT tunnel itself, with the
+/// `Host` a proxy agent sends (the target: Node's default, the proxy's address, gets a 400).
+const NODE_GET: &str = r#"const http = require("http"), https = require("https"), tls = require("tls");
+const url = new URL(process.argv[1]), proxy = new URL(process.env.HTTPS_PROXY);
+const fail = (e) => { console.error(`node: ${e.code}: ${e.message}`); process.exitCode = 1; };
+const target = `${url.hostname}:443`;
+http.request({ host: proxy.hostname, port: proxy.port, method: "CONNECT", path: target, headers: { host: target } })
+  .on("connect", (res, socket) => {
+    if (res.statusCode !== 200) return fail({ code: res.statusCode, message: "CONNECT refused" });
+    const createConnection = () => tls.connect({ socket, servername: url.hostname });
+    https.get(url, { createConnection }, (r) => r.pipe(process.stdout)).on("error", fail);
+  })
+  .on("error", fail)
+  .end();"#;
+
+#[test]
+fn node_trusts_a_tls_inspecting_proxy_by_node_extra_ca_certs() {
+    let Some(node) = client("node") else {
+        return;
+    };
+    let Some(t) = Inspection::new() else {
+        return;
+    };
+    t.verify(
+        "NODE_EXTRA_CA_CERTS",
+        &format!("{node} -e '{NODE_GET}' https://{HOST}/node"),
+        &format!("GET /node host={HOST}"),
+        &format!("inspected GET /node host={HOST}\n"),
+        "unable_to_verify_leaf_signature",
     );
 }
