@@ -59,6 +59,10 @@ pub enum ToolMountMode {
     /// state root), which the tool's session code locks, reads back and clears. Never leased or
     /// demoted like `overlay`. Only the git tool uses it, for `.git`; not a config value.
     Layer,
+    /// An empty writable directory in place of the host's, discarded at exit: a tool's own temp
+    /// dir, whose host content (leftovers of host runs) the sandbox has no use for, and whose
+    /// host-made subdirectories an overlay could not rename (EXDEV). Not a config value.
+    Scratch,
 }
 
 /// A file a tool generates for the sandbox, written under the state root and bound read-only.

@@ -221,6 +221,7 @@ pub fn mode_name(mode: Option<ToolMountMode>) -> &'static str {
         Some(ToolMountMode::Readonly) => "readonly",
         Some(ToolMountMode::Readwrite) => "readwrite",
         Some(ToolMountMode::Layer) => "layer",
+        Some(ToolMountMode::Scratch) => "scratch",
     }
 }
 

@@ -220,6 +220,26 @@ fn tmpoverlay_writes_are_gone_after_the_run() {
 }
 
 #[test]
+fn codex_temp_dir_starts_empty_and_its_dirs_can_be_renamed() {
+    if !available() {
+        return;
+    }
+    let w = World::new(MODES);
+    // A host run's leftover: in an overlay, renaming it would fail with EXDEV.
+    write(&w.home.join(".codex/tmp/arg0/codex-arg0old/.lock"), "");
+    let o = w.sh(
+        "ls -A ~/.codex/tmp; echo listed; mkdir -p ~/.codex/tmp/arg0/codex-arg0new && \
+         mv ~/.codex/tmp/arg0/codex-arg0new ~/.codex/tmp/arg0/gone && echo renamed",
+    );
+    assert_eq!(stdout(&o), "listed\nrenamed\n", "{}", text(&o));
+    assert!(w.home.join(".codex/tmp/arg0/codex-arg0old/.lock").exists());
+    assert!(
+        !w.home.join(".codex/tmp/arg0/gone").exists(),
+        "nothing reached the host"
+    );
+}
+
+#[test]
 fn readonly_tool_dirs_refuse_writes() {
     if !available() {
         return;

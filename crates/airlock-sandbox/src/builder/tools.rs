@@ -97,6 +97,10 @@ pub(super) fn plan(contrib: &Contributions, state_root: &Path, taken: &MountPlan
                     writable: true,
                 }
             }
+            (ToolMountMode::Scratch, _) => MountOp::Tmpfs {
+                target,
+                writable: true,
+            },
             (ToolMountMode::Tmpoverlay | ToolMountMode::Layer, false) => MountOp::CopyFile {
                 source: mount.source.clone(),
                 target,

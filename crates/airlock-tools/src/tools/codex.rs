@@ -1,6 +1,8 @@
 //! Codex CLI: `CODEX_HOME` (default `~/.codex`) behind a tmpoverlay, so `auth.json` and
 //! `config.toml` cannot be changed from inside, and its `sessions/` as a persistent overlay, so
-//! `codex resume <id>` finds sessions of earlier runs of this sandbox.
+//! `codex resume <id>` finds sessions of earlier runs of this sandbox. Its `tmp/` (the `arg0`
+//! helper dirs codex makes and cleans up at every start) starts empty: the host run's leftovers
+//! are not the sandbox's to clean, and an overlay could not rename them.
 
 use airlock_sandbox::ToolMountMode;
 
@@ -25,6 +27,7 @@ impl Tool for Codex {
         vec![
             MountDecl::same(dir.clone(), Category::Config).fixed(ToolMountMode::Tmpoverlay),
             MountDecl::same(dir.join("sessions"), Category::Data).fixed(ToolMountMode::Overlay),
+            MountDecl::same(dir.join("tmp"), Category::Cache).locked(ToolMountMode::Scratch),
         ]
     }
     fn prepare_host(&self, host: &HostView) -> bool {
