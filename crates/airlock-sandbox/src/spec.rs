@@ -158,6 +158,19 @@ pub enum PrepareStep {
 }
 
 impl SandboxSpec {
+    /// Whether `path`, a host path under `home`, shows inside: a mount other than the synthetic
+    /// home's own covers it, or the sandbox's home already has it.
+    pub fn shows_home_path(&self, home: &std::path::Path, path: &std::path::Path) -> bool {
+        let covered = self.mounts.iter().any(|op| {
+            let target = op.target();
+            target != home && target.starts_with(home) && path.starts_with(target)
+        });
+        covered
+            || path.strip_prefix(home).is_ok_and(|rel| {
+                std::fs::symlink_metadata(self.state_root.join("home").join(rel)).is_ok()
+            })
+    }
+
     /// Whether an overlay keeps its writes in the state root (so the session needs the lease).
     pub fn has_persistent_uppers(&self) -> bool {
         self.mounts.iter().any(|op| {

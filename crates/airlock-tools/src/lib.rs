@@ -14,6 +14,7 @@ pub mod report;
 pub mod resolve;
 pub mod settings;
 pub mod shell;
+pub mod startup;
 pub mod tool;
 mod tools;
 

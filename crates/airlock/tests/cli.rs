@@ -7,7 +7,7 @@ use std::ops::Deref;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{AIRLOCK, TestHome, stderr, stdout};
+use common::{AIRLOCK, TestHome, report, stderr, stdout};
 
 /// A temp HOME with a project directory in it (`~/code/app`).
 struct World(TestHome);
@@ -33,6 +33,14 @@ impl World {
 
     fn run(&self, args: &[&str]) -> Output {
         self.airlock(args).output().expect("spawn airlock")
+    }
+
+    /// `sh -c script` in a sandbox without network, with a system PATH.
+    fn sh(&self, script: &str) -> Output {
+        self.airlock(&["run", "--network", "none", "--", "sh", "-c", script])
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .expect("spawn airlock")
     }
 
     fn sandbox_count(&self) -> usize {
@@ -385,6 +393,90 @@ fn print_spec_writes_nothing_on_the_host() {
         "no sessions dir created"
     );
     assert_eq!(w.sandbox_count(), 0);
+}
+
+#[test]
+fn startup_files_that_use_what_the_sandbox_lacks_are_named_once() {
+    if !sandbox_available() || !std::path::Path::new("/bin/bash").exists() {
+        return;
+    }
+    let w = World::new();
+    common::write(&w.home.join(".sdkman/bin/sdkman-init.sh"), "echo sdkman\n");
+    common::write(&w.home.join(".nvm/nvm.sh"), "echo nvm\n");
+    common::write(
+        &w.home.join(".bashrc"),
+        "source ~/.sdkman/bin/sdkman-init.sh\n\
+         export NVM_DIR=\"$HOME/.nvm\"\n[ -s \"$NVM_DIR/nvm.sh\" ] && . \"$NVM_DIR/nvm.sh\"\n",
+    );
+    let shell = |w: &World| {
+        w.airlock(&["run", "--network", "none"])
+            .env("SHELL", "/bin/bash")
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .expect("airlock")
+    };
+    let out = shell(&w);
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "airlock: ~/.bashrc uses what this sandbox does not have: ~/.sdkman/bin/sdkman-init.sh;"
+        ),
+        "{}",
+        report(&out)
+    );
+    assert!(err.contains("[[sandbox.mounts]]"), "{err}");
+    assert!(!err.contains(".nvm"), "a guarded line is not named: {err}");
+    // Said once: the same again is quiet, a change is said.
+    let out = shell(&w);
+    assert!(!stderr(&out).contains("does not have"), "{}", report(&out));
+    common::write(&w.home.join(".bashrc"), "source ~/.nvm/nvm.sh\n");
+    let out = shell(&w);
+    assert!(
+        stderr(&out).contains(": ~/.nvm/nvm.sh;"),
+        "{}",
+        report(&out)
+    );
+}
+
+#[test]
+fn a_refused_namespace_call_names_the_key_once() {
+    if !sandbox_available() {
+        return;
+    }
+    let has_unshare = ["/usr/bin/unshare", "/bin/unshare"]
+        .iter()
+        .any(|p| std::path::Path::new(p).exists());
+    if !has_unshare {
+        eprintln!("skipped: unshare (util-linux) is not installed");
+        return;
+    }
+    let w = World::new();
+    let out = w.sh("unshare -Ur true; echo first=$?; unshare -Ur true; echo second=$?");
+    assert!(
+        stdout(&out).contains("first=1\nsecond=1\n"),
+        "{}",
+        report(&out)
+    );
+    let err = stderr(&out);
+    assert_eq!(
+        err.matches("Operation not permitted").count(),
+        2,
+        "EPERM, as before: {err}"
+    );
+    assert_eq!(
+        err.matches("set [sandbox] nested_namespaces = true")
+            .count(),
+        1,
+        "one line from airlock: {err}"
+    );
+    // With the key set, nothing is refused, so nothing is said (as root the uid map still fails).
+    w.config("[sandbox]\nnested_namespaces = true\n");
+    let out = w.sh("unshare -Ur true; true");
+    assert!(
+        !stderr(&out).contains("nested_namespaces"),
+        "{}",
+        report(&out)
+    );
 }
 
 #[test]

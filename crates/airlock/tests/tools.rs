@@ -105,7 +105,8 @@ fn info_shows_binary_bindings_with_modes_env_and_keys() {
              \n\
              Bindings:\n  \
              ~/.codex                            (tmpoverlay, optional)\n  \
-             ~/.codex/sessions                   (overlay, optional)\n\
+             ~/.codex/sessions                   (overlay, optional)\n  \
+             ~/.codex/tmp                        (scratch, optional, missing)\n\
              \n\
              Environment Variables: (none)\n\
              \n\
@@ -180,7 +181,8 @@ fn check_shows_rows_and_the_summary() {
              ✓ ~/.claude.json\n\
              ✓ codex ({})\n    \
              ✓ ~/.codex\n    \
-             ✓ ~/.codex/sessions\n\
+             ✓ ~/.codex/sessions\n    \
+             ○ ~/.codex/tmp (optional, missing)\n\
              ✗ starship (not available)\n    \
              ! starship binary not found in PATH\n\
              \n\
@@ -203,6 +205,7 @@ fn check_reports_a_dangling_tool_dir_and_json_has_the_same_rows() {
     assert!(
         stdout(&out).contains(
             "    ✗ ~/.codex (dangling symlink)\n    ○ ~/.codex/sessions (optional, missing)\n    \
+             ○ ~/.codex/tmp (optional, missing)\n    \
              ! ~/.codex is a symlink to a path that does not exist; fix or remove the link\n"
         ),
         "{}",

@@ -37,6 +37,8 @@ pub struct ChildPlan {
     pub path: Vec<CString>,
     pub writable: Vec<PathBuf>,
     pub seccomp: seccomp::SeccompProgram,
+    /// The same filter reporting refused namespace calls to the supervisor, tried first.
+    pub seccomp_notifying: Option<seccomp::SeccompProgram>,
     pub last_cap: u32,
     /// The descriptor limit to give the workload (the supervisor raised its own).
     pub fd_limit: Option<FdLimit>,
@@ -95,6 +97,7 @@ impl ChildPlan {
             path,
             writable: spec.writable.clone(),
             seccomp: seccomp::build(spec.seccomp),
+            seccomp_notifying: seccomp::build_notifying(spec.seccomp),
             last_cap: caps::last_cap(),
             fd_limit: None,
             hide: spec.hide.clone(),
@@ -344,9 +347,20 @@ fn workload(plan: &ChildPlan, sock: RawFd, slave: Option<OwnedFd>) -> ! {
     {
         die(sock, &format!("cannot apply the Landlock write rules: {e}"));
     }
-    if let Err(e) = plan.seccomp.install() {
-        die(sock, &format!("cannot install the seccomp filter: {e}"));
+    // The notifying filter where the kernel can give it a listener; else the plain one.
+    let listener = plan
+        .seccomp_notifying
+        .as_ref()
+        .and_then(|p| p.install_listening().ok());
+    match &listener {
+        Some(fd) => send_fd(sock, b'U', fd.as_raw_fd(), "the seccomp listener"),
+        None => {
+            if let Err(e) = plan.seccomp.install() {
+                die(sock, &format!("cannot install the seccomp filter: {e}"));
+            }
+        }
     }
+    drop(listener);
     close_inherited_fds();
     if let Some(limit) = plan.fd_limit
         && let Err(e) = creds::restore_fd_limit(limit)

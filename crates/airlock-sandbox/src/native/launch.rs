@@ -11,6 +11,7 @@ use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 
 use super::child::{self, ChildPlan};
 use super::creds::{self, DroppedGroups};
+use super::notify::Listener;
 use super::sys::{self, Cloned};
 use super::tty::{RawMode, Relay, TtyPlan};
 use crate::spec::SandboxSpec;
@@ -209,6 +210,8 @@ fn supervise(
         ..Report::default()
     };
     let mut relay: Option<Relay> = None;
+    let mut listener: Option<Listener> = None;
+    let raw = terminal.as_ref().is_some_and(|t| t.raw.is_some());
     let mut sock_open = true;
     loop {
         let mut fds = vec![
@@ -224,6 +227,9 @@ fn supervise(
         let master_at = master
             .and_then(|(fd, events)| push(&mut fds, fd, PollFlags::from_bits_truncate(events)));
         let stdin_at = stdin.and_then(|fd| push(&mut fds, fd, PollFlags::POLLIN));
+        let listener_at = listener
+            .as_ref()
+            .and_then(|l| push(&mut fds, l.fd(), PollFlags::POLLIN));
         match poll(&mut fds, PollTimeout::NONE) {
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => continue,
@@ -237,7 +243,11 @@ fn supervise(
         let (init_done, signal_ready) = (ready(Some(0)), ready(Some(1)));
         let (sock_ready, master_ready, stdin_ready) =
             (ready(sock_at), ready(master_at), ready(stdin_at));
+        let listener_ready = ready(listener_at);
         drop(fds);
+        if listener_ready && let Some(hint) = listener.as_mut().and_then(Listener::answer) {
+            say(hint, raw);
+        }
         if let Some(relay) = relay.as_mut() {
             if master_ready {
                 relay.on_master();
@@ -250,6 +260,9 @@ fn supervise(
             sock_open = report.read(sock);
             if let (Some(master), Some(t)) = (report.tty.take(), terminal.as_ref()) {
                 relay = Some(Relay::new(master, t.plan));
+            }
+            if let Some(fd) = report.seccomp.take() {
+                listener = Some(Listener::new(fd));
             }
             if let Some(listener) = report.listener.take()
                 && let Err(e) = gates.serve_egress(listener)
@@ -295,6 +308,13 @@ fn supervise(
     report.outcome()
 }
 
+/// One line for the developer on stderr; with the terminal in raw mode (the relay), `\r\n` ends it.
+fn say(line: &str, raw: bool) {
+    use std::io::Write as _;
+    let end = if raw { "\r\n" } else { "\n" };
+    let _ = write!(std::io::stderr(), "{line}{end}");
+}
+
 /// Adds `fd` to a poll set; its index there.
 fn push<'a>(
     fds: &mut Vec<PollFd<'a>>,
@@ -316,6 +336,8 @@ struct Report {
     watches: Option<OwnedFd>,
     /// The master of the sandbox's pty, for the relay.
     tty: Option<OwnedFd>,
+    /// The listener of the workload's seccomp filter (refused namespace calls).
+    seccomp: Option<OwnedFd>,
     /// Where the keeper's index goes (the state root), when it runs.
     index: Option<std::path::PathBuf>,
     index_failed: bool,
@@ -381,6 +403,11 @@ impl Report {
             b'T' => {
                 // SAFETY: as for 'L' below.
                 self.tty =
+                    passed.map(|fd| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+            }
+            b'U' => {
+                // SAFETY: as for 'L' below.
+                self.seccomp =
                     passed.map(|fd| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
             }
             b'F' => self.stopped = Some(from_sandbox(&buf[1..n])),

@@ -15,6 +15,7 @@ mod keeper;
 pub mod landlock;
 mod launch;
 mod net;
+mod notify;
 mod rootfs;
 pub mod seccomp;
 mod sys;

@@ -41,6 +41,8 @@ const RET_ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
 const RET_KILL_PROCESS: u32 = libc::SECCOMP_RET_KILL_PROCESS;
 const RET_EPERM: u32 = ret_errno(libc::EPERM);
 const RET_ENOSYS: u32 = ret_errno(libc::ENOSYS);
+/// The supervisor decides (it answers EPERM, and says once which key allows nested namespaces).
+const RET_USER_NOTIF: u32 = libc::SECCOMP_RET_USER_NOTIF;
 
 const fn ret_errno(errno: i32) -> u32 {
     libc::SECCOMP_RET_ERRNO | (errno as u32 & libc::SECCOMP_RET_DATA)
@@ -71,6 +73,21 @@ impl SeccompProgram {
     /// Does not allocate, so it is safe between fork and exec. The caller must already have set
     /// `PR_SET_NO_NEW_PRIVS` (or hold CAP_SYS_ADMIN), or the kernel refuses with EACCES.
     pub fn install(&self) -> io::Result<()> {
+        self.set_filter(0).map(drop)
+    }
+
+    /// Installs the filter with a listener for its `SECCOMP_RET_USER_NOTIF` decisions
+    /// (`SECCOMP_FILTER_FLAG_NEW_LISTENER`) and returns the listener. On failure nothing was
+    /// installed: a kernel before 5.0 (EINVAL), or a filter with a listener already in place
+    /// (EBUSY, e.g. airlock run inside a container manager that uses one).
+    pub fn install_listening(&self) -> io::Result<std::os::fd::OwnedFd> {
+        use std::os::fd::FromRawFd as _;
+        let fd = self.set_filter(libc::SECCOMP_FILTER_FLAG_NEW_LISTENER as libc::c_uint)?;
+        // SAFETY: with this flag the kernel returns a new descriptor, which we now own.
+        Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+    }
+
+    fn set_filter(&self, flags: libc::c_uint) -> io::Result<libc::c_long> {
         let len =
             u16::try_from(self.0.len()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
         let prog = libc::sock_fprog {
@@ -83,14 +100,14 @@ impl SeccompProgram {
             libc::syscall(
                 libc::SYS_seccomp,
                 libc::SECCOMP_SET_MODE_FILTER,
-                0 as libc::c_uint,
+                flags,
                 &prog as *const libc::sock_fprog,
             )
         };
-        if rc == 0 {
-            Ok(())
-        } else {
+        if rc < 0 {
             Err(io::Error::last_os_error())
+        } else {
+            Ok(rc)
         }
     }
 }
@@ -123,10 +140,20 @@ const fn ret(action: u32) -> libc::sock_filter {
 }
 
 /// Builds the filter for `policy`. Pure: it only assembles instructions.
-///
-/// Every block either returns or falls through with the system call number still in the accumulator, so
-/// all jumps are short and forward.
 pub fn build(policy: SeccompPolicy) -> SeccompProgram {
+    assemble(policy, RET_EPERM)
+}
+
+/// The same filter, but a refused namespace call (`unshare`/`clone` with `CLONE_NEW*`) goes to the
+/// supervisor, which answers EPERM and says once which key allows it. `None` when `policy` allows
+/// namespaces, so there is nothing to report.
+pub fn build_notifying(policy: SeccompPolicy) -> Option<SeccompProgram> {
+    (!policy.nested_namespaces).then(|| assemble(policy, RET_USER_NOTIF))
+}
+
+/// Every block either returns or falls through with the system call number still in the accumulator, so
+/// all jumps are short and forward. `namespace` is what a refused namespace call returns.
+fn assemble(policy: SeccompPolicy, namespace: u32) -> SeccompProgram {
     let mut p = Vec::with_capacity(128);
 
     // Another ABI (i386 via int 0x80, arm32) has another numbering: nothing below would mean anything.
@@ -166,7 +193,7 @@ pub fn build(policy: SeccompPolicy) -> SeccompProgram {
             p.push(jump(libc::BPF_JEQ, nr as u32, 0, 4));
             p.push(load(offset_arg_low(0)));
             p.push(jump(libc::BPF_JSET, flags, 0, 1));
-            p.push(ret(RET_EPERM));
+            p.push(ret(namespace));
             p.push(ret(RET_ALLOW));
         }
     }

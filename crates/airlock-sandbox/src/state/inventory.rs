@@ -394,10 +394,22 @@ mod tests {
         }
         let dir = s.dir.clone();
         s.close(false).unwrap();
-        let results = f.prune(PruneOptions {
-            orphaned: true,
-            ..PruneOptions::default()
-        });
+        // Other tests in this process fork (the seccomp and launch tests): a child forked while
+        // the session was open holds a copy of its lock until it exits, so the lock may stay
+        // taken for a few milliseconds after close. Prune only removes once nothing holds it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let results = loop {
+            let results = f.prune(PruneOptions {
+                orphaned: true,
+                ..PruneOptions::default()
+            });
+            if results[0].action != PruneAction::SkippedInUse
+                || std::time::Instant::now() > deadline
+            {
+                break results;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
         assert_eq!(results[0].action, PruneAction::Removed);
         assert!(!dir.exists());
     }

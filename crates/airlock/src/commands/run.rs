@@ -65,6 +65,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         eprintln!("airlock: warning: {warning}");
     }
     let spec = airlock_sandbox::build_with_tools(&loaded.profile, &facts, &request, &contrib)?;
+    // The shell airlock starts reads the user's startup files: name once what they use that is
+    // not inside.
+    let startup_hint = match (args.command.is_empty(), spec.argv.first()) {
+        (true, Some(shell)) => airlock_tools::startup::missing(&view, Path::new(shell), &|p| {
+            spec.shows_home_path(&facts.home, p)
+        }),
+        _ => None,
+    };
     // Rules are checked before anything is created, so a bad rule leaves nothing behind.
     let policy = match &spec.egress {
         Some(egress) => Some(EgressPolicy::from_settings(
@@ -106,6 +114,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let session = state::open_session(&paths.sandboxes_dir(), &paths.locks_dir(), &spec.project)?;
     let created_now = session.created_now;
     let dir = session.dir.clone();
+    if let Some(hint) = startup_hint {
+        say_once(&dir, "startup-hint", &hint);
+    }
     let lease = match prepare_state(&mut spec) {
         Ok(lease) => lease,
         Err(e) => {
@@ -163,6 +174,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         Err(LaunchError::Setup(message)) => bail!("sandbox setup failed: {message}"),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Prints `line` unless this sandbox's state holds the same line under `name` (so a hint is said
+/// again only when what it says changed).
+fn say_once(dir: &Path, name: &str, line: &str) {
+    let path = dir.join(name);
+    if std::fs::read_to_string(&path).is_ok_and(|said| said == line) {
+        return;
+    }
+    eprintln!("airlock: {line}");
+    let _ = std::fs::write(&path, line);
 }
 
 /// Takes the overlay lease (or demotes this session's overlays to throwaway ones) and performs the

@@ -49,6 +49,37 @@ fn nr(n: libc::c_long) -> u32 {
 }
 
 #[test]
+fn the_notifying_filter_differs_only_in_namespace_calls() {
+    let plain = build(STRICT);
+    let notifying = build_notifying(STRICT).expect("strict policy reports");
+    assert!(
+        build_notifying(NESTED).is_none(),
+        "nothing to report when namespaces are allowed"
+    );
+    let none = [0; 6];
+    let ns = [libc::CLONE_NEWUSER as u64, 0, 0, 0, 0, 0];
+    for (call, args, want) in [
+        (libc::SYS_unshare, ns, RET_USER_NOTIF),
+        (libc::SYS_clone, ns, RET_USER_NOTIF),
+        (libc::SYS_clone, none, RET_ALLOW),
+        (libc::SYS_mount, none, RET_EPERM),
+        (libc::SYS_getpid, none, RET_ALLOW),
+    ] {
+        assert_eq!(eval(&notifying, AUDIT_ARCH, nr(call), args), want, "{call}");
+        let plain_want = if want == RET_USER_NOTIF {
+            RET_EPERM
+        } else {
+            want
+        };
+        assert_eq!(
+            eval(&plain, AUDIT_ARCH, nr(call), args),
+            plain_want,
+            "{call}"
+        );
+    }
+}
+
+#[test]
 fn program_decisions() {
     let strict = build(STRICT);
     let nested = build(NESTED);
