@@ -117,7 +117,7 @@ fn unknown_tool_lists_the_known_ones() {
     assert!(matches!(err, ToolConfigError::UnknownTool { .. }));
     assert!(
         msg.starts_with(
-            "/cfg/config.toml: [tools.vim] is not a known tool; known tools: aider, bash, claude,"
+            "/cfg/config.toml: [tools.vim] is not a known tool; known tools: aider, bash, bun, claude,"
         ),
         "{msg}"
     );
@@ -269,10 +269,12 @@ fn every_builtin_tool_has_a_unique_name_a_description_and_valid_defaults() {
     let expected = [
         "aider",
         "bash",
+        "bun",
         "claude",
         "codex",
         "copilot",
         "cursor",
+        "deno",
         "fish",
         "gemini",
         "git",
@@ -290,6 +292,7 @@ fn every_builtin_tool_has_a_unique_name_a_description_and_valid_defaults() {
         "rust",
         "starship",
         "tmux",
+        "uv",
         "zsh",
     ];
     assert_eq!(names, expected);

@@ -7,10 +7,12 @@ use crate::tool::{Category, MountDecl, Tool};
 
 mod aider;
 mod bash;
+mod bun;
 mod claude;
 mod codex;
 mod copilot;
 mod cursor;
+mod deno;
 mod fish;
 mod gemini;
 mod go;
@@ -27,6 +29,7 @@ mod rtk;
 mod rust;
 mod starship;
 mod tmux;
+mod uv;
 mod zsh;
 
 /// Every built-in tool.
@@ -34,10 +37,12 @@ pub(crate) fn all() -> Vec<Box<dyn Tool>> {
     vec![
         Box::new(aider::Aider),
         Box::new(bash::Bash),
+        Box::new(bun::Bun),
         Box::new(claude::Claude),
         Box::new(codex::Codex),
         Box::new(copilot::Copilot),
         Box::new(cursor::Cursor),
+        Box::new(deno::Deno),
         Box::new(fish::Fish),
         Box::new(gemini::Gemini),
         Box::new(crate::git::Git),
@@ -55,6 +60,7 @@ pub(crate) fn all() -> Vec<Box<dyn Tool>> {
         Box::new(rust::Rust),
         Box::new(starship::Starship),
         Box::new(tmux::Tmux),
+        Box::new(uv::Uv),
         Box::new(zsh::Zsh),
     ]
 }
