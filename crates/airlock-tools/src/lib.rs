@@ -17,6 +17,7 @@ pub mod shell;
 pub mod startup;
 pub mod tool;
 mod tools;
+pub mod wrappers;
 
 pub use catalog::Catalog;
 pub use git::session::GitSession;

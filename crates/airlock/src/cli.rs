@@ -46,6 +46,11 @@ pub enum Command {
     /// The egress policy: which rule allows or denies a host (`network explain HOST`)
     #[command(subcommand)]
     Network(NetworkCommand),
+    /// Shell functions that run your agents in airlock by default (`agent-wrappers activate`)
+    #[command(subcommand, after_long_help = crate::commands::agents::wrappers_help())]
+    AgentWrappers(crate::commands::agents::AgentWrappersCommand),
+    /// Run an agent sandboxed: in this directory's sandbox, or as itself when already inside one
+    RunAgent(crate::commands::agents::RunAgentArgs),
     #[command(external_subcommand)]
     External(Vec<String>),
 }

@@ -42,6 +42,8 @@ fn main() {
         Some(Command::Herdr(command)) => commands::herdr::run(command),
         Some(Command::Logs(command)) => paths().and_then(|p| commands::logs::run(&p, &command)),
         Some(Command::Tools(command)) => commands::tools::run(command),
+        Some(Command::AgentWrappers(command)) => commands::agents::agent_wrappers(command),
+        Some(Command::RunAgent(args)) => commands::agents::run_agent(args),
         Some(Command::Network(cli::NetworkCommand::Explain { host })) => {
             commands::config::explain_host(&host)
         }

@@ -1,5 +1,6 @@
 //! One module per subcommand: parse results in, rendered output and an exit code out.
 
+pub mod agents;
 pub mod bridge;
 pub mod config;
 pub mod doctor;

@@ -1,0 +1,340 @@
+//! Agent wrappers and `run-agent`, the way a developer meets them: the activation line in a real
+//! shell's startup file, the shell interactive in tmux, a command typed into it. A fake agent under
+//! the home records its arguments and whether it ran inside a sandbox (`$AIRLOCK`).
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use common::{AIRLOCK, TestHome, report, sandbox_starts, stdout, write};
+
+struct World {
+    h: TestHome,
+    /// Where the fake agent appends `<$AIRLOCK or unset>|<its arguments>`.
+    record: PathBuf,
+    /// PATH for the shells: airlock (by a link, as an install would put it), the agent, the system.
+    path: String,
+}
+
+impl World {
+    fn new() -> World {
+        let h = TestHome::new("home/code/app");
+        let record = h.project.join("agent-calls.txt");
+        let agent = h.home.join(".local/bin/claude");
+        write(
+            &agent,
+            &format!(
+                "#!/bin/sh\nprintf '%s|%s\\n' \"${{AIRLOCK:-unset}}\" \"$*\" >> {}\n",
+                record.display()
+            ),
+        );
+        fs::set_permissions(&agent, fs::Permissions::from_mode(0o755)).expect("chmod");
+        let bin = h.root.join("airlock-bin");
+        fs::create_dir_all(&bin).expect("bin");
+        symlink(AIRLOCK, bin.join("airlock")).expect("airlock link");
+        let path = format!(
+            "{}:{}:/usr/bin:/bin",
+            bin.display(),
+            h.home.join(".local/bin").display()
+        );
+        World { h, record, path }
+    }
+
+    fn calls(&self) -> Vec<String> {
+        fs::read_to_string(&self.record)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn wait_for_calls(&self, n: usize) -> Vec<String> {
+        let end = Instant::now() + Duration::from_secs(20);
+        loop {
+            let calls = self.calls();
+            if calls.len() >= n || Instant::now() > end {
+                return calls;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `airlock agent-wrappers activate <shell>` with this world's PATH.
+    fn snippet(&self, shell: &str) -> String {
+        let out = self
+            .h
+            .airlock(&["agent-wrappers", "activate", shell])
+            .env("PATH", &self.path)
+            .output()
+            .expect("airlock");
+        assert!(out.status.success(), "{}", report(&out));
+        stdout(&out)
+    }
+}
+
+fn have(program: &str) -> bool {
+    ["/usr/bin", "/bin"]
+        .iter()
+        .any(|d| Path::new(d).join(program).exists())
+}
+
+#[test]
+fn every_shells_snippet_parses() {
+    let w = World::new();
+    for (shell, check) in [("bash", "bash"), ("zsh", "zsh"), ("fish", "fish")] {
+        if !have(check) {
+            eprintln!("skipped {shell}: not installed (scripts/test installs it)");
+            continue;
+        }
+        let snippet = w.snippet(shell);
+        assert!(snippet.contains("run-agent claude"), "{snippet}");
+        assert!(
+            !snippet.contains("codex"),
+            "only installed agents: {snippet}"
+        );
+        let file = w.h.root.join(format!("snippet.{shell}"));
+        fs::write(&file, &snippet).expect("snippet");
+        let parsed = Command::new(check)
+            .arg("-n")
+            .arg(&file)
+            .output()
+            .expect(check);
+        assert!(parsed.status.success(), "{shell} -n: {}", report(&parsed));
+    }
+    // No agent installed: a comment, still valid shell.
+    let out =
+        w.h.airlock(&["agent-wrappers", "activate", "bash"])
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .expect("airlock");
+    assert!(
+        stdout(&out).lines().all(|l| l.starts_with('#')),
+        "{}",
+        report(&out)
+    );
+    let out =
+        w.h.airlock(&["agent-wrappers", "activate", "tcsh"])
+            .output()
+            .expect("airlock");
+    assert_eq!(out.status.code(), Some(125), "{}", report(&out));
+    assert!(
+        common::stderr(&out).contains("bash, zsh, fish"),
+        "{}",
+        report(&out)
+    );
+}
+
+/// A tmux server of the test's own, removed when dropped.
+struct Tmux {
+    socket: PathBuf,
+}
+
+impl Tmux {
+    fn start(socket: PathBuf, cwd: &Path, env: &[(&str, String)], shell: &[&str]) -> Tmux {
+        let mut cmd = Command::new("tmux");
+        cmd.arg("-S").arg(&socket).args([
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-x",
+            "120",
+            "-y",
+            "30",
+            "-c",
+        ]);
+        cmd.arg(cwd).arg("--").arg("env").arg("-i");
+        for (k, v) in env {
+            cmd.arg(format!("{k}={v}"));
+        }
+        cmd.args(shell);
+        let out = cmd.output().expect("tmux");
+        assert!(out.status.success(), "tmux: {}", report(&out));
+        Tmux { socket }
+    }
+
+    fn type_line(&self, line: &str) {
+        let out = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["send-keys", "-t", "0", "-l", line])
+            .output()
+            .expect("tmux send-keys");
+        assert!(out.status.success(), "{}", report(&out));
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["send-keys", "-t", "0", "Enter"])
+            .output()
+            .expect("enter");
+    }
+
+    fn screen(&self) -> String {
+        let out: Output = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["capture-pane", "-p", "-t", "0"])
+            .output()
+            .expect("capture");
+        stdout(&out)
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .output();
+    }
+}
+
+/// In a real interactive `shell` driven through tmux, with the activation line in its startup file:
+/// `claude --resume X` reaches the agent inside a sandbox; `claude-no-airlock` runs it on the host.
+fn typed_in_a_wrapped_shell(shell: &str) {
+    if !have("tmux") || !have(shell) {
+        eprintln!("skipped {shell}: tmux or {shell} is not installed (scripts/test installs them)");
+        return;
+    }
+    if !sandbox_starts() {
+        return;
+    }
+    let w = World::new();
+    let line = match shell {
+        "fish" => {
+            "if not set -q AIRLOCK; and command -q airlock; airlock agent-wrappers activate fish | source; end"
+        }
+        _ => &format!(
+            "if [ -z \"${{AIRLOCK:-}}\" ] && command -v airlock >/dev/null 2>&1; then eval \"$(airlock agent-wrappers activate {shell})\"; fi"
+        ),
+    };
+    let home = w.h.home.clone();
+    let (rc, argv): (PathBuf, Vec<&str>) = match shell {
+        "bash" => (
+            home.join(".bashrc"),
+            vec!["bash", "--noprofile", "--rcfile"],
+        ),
+        "zsh" => (home.join(".zshrc"), vec!["zsh", "-i"]),
+        _ => (home.join(".config/fish/config.fish"), vec!["fish", "-i"]),
+    };
+    write(&rc, &format!("{line}\n"));
+    let mut argv: Vec<String> = argv.into_iter().map(str::to_owned).collect();
+    if shell == "bash" {
+        argv.push(rc.to_string_lossy().into_owned());
+        argv.push("-i".into());
+    }
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let env = [
+        ("HOME", home.to_string_lossy().into_owned()),
+        ("PATH", w.path.clone()),
+        ("SHELL", format!("/usr/bin/{shell}")),
+        ("TERM", "xterm".into()),
+    ];
+    let tmux = Tmux::start(w.h.root.join("tmux.sock"), &w.h.project, &env, &argv);
+    tmux.type_line("claude --resume X");
+    let calls = w.wait_for_calls(1);
+    assert_eq!(
+        calls,
+        ["1|--resume X"],
+        "{shell}: through airlock, arguments untouched; screen:\n{}",
+        tmux.screen()
+    );
+    tmux.type_line("claude-no-airlock --version");
+    let calls = w.wait_for_calls(2);
+    assert_eq!(
+        calls.get(1).map(String::as_str),
+        Some("unset|--version"),
+        "{shell}: the escape hatch; screen:\n{}",
+        tmux.screen()
+    );
+}
+
+#[test]
+fn bash_wrapper_typed_in_tmux_runs_the_agent_sandboxed() {
+    typed_in_a_wrapped_shell("bash");
+}
+
+#[test]
+fn zsh_wrapper_typed_in_tmux_runs_the_agent_sandboxed() {
+    typed_in_a_wrapped_shell("zsh");
+}
+
+#[test]
+fn fish_wrapper_typed_in_tmux_runs_the_agent_sandboxed() {
+    typed_in_a_wrapped_shell("fish");
+}
+
+#[test]
+fn a_wrapper_whose_airlock_is_gone_fails_closed() {
+    if !have("bash") {
+        return;
+    }
+    let w = World::new();
+    // An airlock that then disappears (an upgrade moved it).
+    let moved = w.h.root.join("old/airlock");
+    fs::create_dir_all(moved.parent().unwrap()).unwrap();
+    fs::copy(AIRLOCK, &moved).expect("copy airlock");
+    let out = Command::new(&moved)
+        .args(["agent-wrappers", "activate", "bash"])
+        .env("PATH", &w.path)
+        .output()
+        .expect("old airlock");
+    fs::remove_file(&moved).unwrap();
+    let script = format!("{}\nclaude --resume X\necho rc=$?\n", stdout(&out));
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .env("PATH", &w.path)
+        .output()
+        .expect("bash");
+    assert!(stdout(&out).ends_with("rc=127\n"), "{}", report(&out));
+    assert!(
+        common::stderr(&out).contains(&format!("airlock: no executable at {} - reinstall airlock, then start a new shell to refresh the wrappers", moved.display())),
+        "{}",
+        report(&out)
+    );
+    assert!(
+        w.calls().is_empty(),
+        "nothing else was run: {:?}",
+        w.calls()
+    );
+}
+
+#[test]
+fn inside_a_sandbox_nothing_is_wrapped_and_run_agent_runs_the_agent_itself() {
+    if !sandbox_starts() || !have("bash") {
+        return;
+    }
+    let w = World::new();
+    let snippet = w.snippet("bash");
+    let script =
+        format!("{snippet}\ntype -t claude; /run/airlock/airlock run-agent claude inner --flag\n");
+    let out =
+        w.h.airlock(&["run", "--network", "none", "--", "bash", "-c", &script])
+            .env("PATH", &w.path)
+            .output()
+            .expect("airlock");
+    assert_eq!(
+        stdout(&out),
+        "file\n",
+        "no function inside: {}",
+        report(&out)
+    );
+    assert_eq!(w.calls(), ["1|inner --flag"], "{}", report(&out));
+    // An unknown agent is refused, naming the known ones.
+    let out =
+        w.h.airlock(&["run-agent", "vim"])
+            .output()
+            .expect("airlock");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        common::stderr(&out).contains("claude, codex, pi"),
+        "{}",
+        report(&out)
+    );
+}
