@@ -243,10 +243,18 @@ fn supervise(
         let (init_done, signal_ready) = (ready(Some(0)), ready(Some(1)));
         let (sock_ready, master_ready, stdin_ready) =
             (ready(sock_at), ready(master_at), ready(stdin_at));
-        let listener_ready = ready(listener_at);
+        let listener_events = listener_at
+            .and_then(|i| fds.get(i))
+            .and_then(|f| f.revents())
+            .unwrap_or(PollFlags::empty());
         drop(fds);
-        if listener_ready && let Some(hint) = listener.as_mut().and_then(Listener::answer) {
-            say(hint, raw);
+        if listener_events.contains(PollFlags::POLLIN) {
+            if let Some(hint) = listener.as_mut().and_then(Listener::answer) {
+                say(hint, raw);
+            }
+        } else if listener_events.intersects(PollFlags::POLLHUP | PollFlags::POLLERR) {
+            // Every process under the filter is gone: the listener would say so at every poll.
+            listener = None;
         }
         if let Some(relay) = relay.as_mut() {
             if master_ready {
