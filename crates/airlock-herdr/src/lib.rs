@@ -2,8 +2,9 @@
 //!
 //! Owns the plugin's actions, the pane-side bridge, the mapping store (one JSON file per herdr
 //! pane, guarded by per-mapping lock files), the plugin config, the herdr CLI client and the
-//! sandbox backend trait with its first implementation, Docker Sandboxes (`sbx`). It does not own
-//! the herdr socket filter (airlock-sockets) or airlock's own sandbox (airlock-sandbox).
+//! sandbox backend trait with its first implementation, Docker Sandboxes (`sbx`); and the herdr
+//! socket filter (`filter`: what a sandbox may ask of the host's herdr, on a listener whose life
+//! airlock-sockets owns). It does not own airlock's own sandbox (airlock-sandbox).
 
 pub mod actions;
 pub mod agents;
@@ -16,6 +17,7 @@ pub mod confirm;
 pub mod context;
 pub mod error;
 pub mod event;
+pub mod filter;
 pub mod git;
 pub mod herdr;
 pub mod launch;

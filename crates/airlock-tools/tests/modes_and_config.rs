@@ -279,6 +279,7 @@ fn every_builtin_tool_has_a_unique_name_a_description_and_valid_defaults() {
         "gemini",
         "git",
         "go",
+        "herdr",
         "mise",
         "node",
         "nvim",
@@ -312,13 +313,16 @@ fn with_every_tool_present_no_two_mounts_or_files_share_a_target() {
     for b in [
         "aider",
         "bash",
+        "bun",
         "claude",
         "codex",
         "copilot",
         "cursor-agent",
+        "deno",
         "fish",
         "gemini",
         "go",
+        "herdr",
         "mise",
         "node",
         "nvim",
@@ -329,11 +333,17 @@ fn with_every_tool_present_no_two_mounts_or_files_share_a_target() {
         "rtk",
         "starship",
         "tmux",
+        "uv",
         "zsh",
     ] {
         f.binary(b);
     }
     for d in [
+        ".bun",
+        ".deno",
+        ".cache/deno",
+        ".local/share/uv",
+        ".cache/uv",
         ".local/bin",
         ".config/mise",
         ".local/share/mise",
@@ -393,18 +403,20 @@ fn with_every_tool_present_no_two_mounts_or_files_share_a_target() {
     targets.sort();
     targets.dedup();
     assert_eq!(targets.len(), count, "a target is used twice: {plan:#?}");
-    // Every tool with paths contributed (bash and fish are not $SHELL; go, node, python and git
-    // mount nothing here).
+    // Every tool with paths contributed (bash and fish are not $SHELL; go, node, python, git and
+    // herdr mount nothing here).
     let mut tools: Vec<&str> = plan.mounts.iter().map(|m| m.tool.as_str()).collect();
     tools.dedup();
     assert_eq!(
         tools,
         [
             "aider",
+            "bun",
             "claude",
             "codex",
             "copilot",
             "cursor",
+            "deno",
             "gemini",
             "mise",
             "nvim",
@@ -415,6 +427,7 @@ fn with_every_tool_present_no_two_mounts_or_files_share_a_target() {
             "powerlevel10k",
             "rtk",
             "tmux",
+            "uv",
             "zsh"
         ]
     );

@@ -64,6 +64,12 @@ pub trait Gates {
     /// Serve the egress proxy on `listener`, a socket inside the sandbox's network namespace.
     /// Called once in proxy mode, before the workload can connect; an error stops the sandbox.
     fn serve_egress(&mut self, listener: std::net::TcpListener) -> Result<(), String>;
+
+    /// Called once right after the sandbox is cloned, before it may run the workload: threads
+    /// can start now (the socket filters'). An error stops the sandbox.
+    fn started(&mut self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// No gates: for host and none network modes.
@@ -159,6 +165,12 @@ fn clone_and_wait(
         let _ = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
         wait_pidfd(&pidfd);
         return Err(e);
+    }
+    if let Err(e) = gates.started() {
+        // Fail closed: the gates this sandbox was planned with serve it, or it does not run.
+        let _ = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
+        wait_pidfd(&pidfd);
+        return Err(LaunchError::Setup(e));
     }
     nix::unistd::write(&parent_end, b"G").map_err(|e| LaunchError::Start(e.into()))?;
     let index = spec.hide.as_ref().map(|h| h.index.as_path());

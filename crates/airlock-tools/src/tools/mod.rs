@@ -16,6 +16,7 @@ mod deno;
 mod fish;
 mod gemini;
 mod go;
+pub(crate) mod herdr;
 mod mise;
 mod node;
 mod nvim;
@@ -47,6 +48,7 @@ pub(crate) fn all() -> Vec<Box<dyn Tool>> {
         Box::new(gemini::Gemini),
         Box::new(crate::git::Git),
         Box::new(go::Go),
+        Box::new(herdr::Herdr),
         Box::new(mise::Mise),
         Box::new(node::Node),
         Box::new(nvim::Nvim),

@@ -4,6 +4,7 @@ pub mod agents;
 pub mod bridge;
 pub mod config;
 pub mod doctor;
+pub mod filters;
 pub mod herdr;
 pub mod logs;
 pub mod run;

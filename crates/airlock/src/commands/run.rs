@@ -124,11 +124,33 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             return Err(e);
         }
     };
+    let herdr = settings.tool("herdr");
+    let herdr_on_path = view.find_binary("herdr").is_some();
+    let planned = super::filters::plan(
+        &mut spec,
+        herdr.choice("mode", "auto"),
+        herdr_on_path,
+        &facts.home,
+    );
+    let filters = match planned {
+        Ok((filters, warning)) => {
+            if let Some(warning) = warning {
+                eprintln!("airlock: warning: {warning}");
+            }
+            filters
+        }
+        Err(e) => {
+            drop(lease);
+            let _ = session.close(created_now);
+            return Err(e);
+        }
+    };
     let mut gates = EgressGate {
         policy,
         upstream_proxy,
         log: spec.egress.as_ref().map(|e| e.log.clone()),
         proxy: None,
+        filters,
     };
     let git = match begin_git(&mut spec, &contrib, &view, &settings) {
         Ok(git) => git,
@@ -288,9 +310,15 @@ struct EgressGate {
     upstream_proxy: Option<airlock_egress::UpstreamProxy>,
     log: Option<PathBuf>,
     proxy: Option<ProxyHandle>,
+    /// The socket filters (herdr's), served once the sandbox is cloned.
+    filters: super::filters::Filters,
 }
 
 impl native::Gates for EgressGate {
+    fn started(&mut self) -> Result<(), String> {
+        self.filters.start()
+    }
+
     fn serve_egress(&mut self, listener: std::net::TcpListener) -> Result<(), String> {
         let (Some(policy), Some(log)) = (self.policy.take(), self.log.clone()) else {
             return Err("no egress policy was prepared for this sandbox".into());

@@ -1,0 +1,112 @@
+//! When a launch gets the herdr filter, and with which policy (`[tools.herdr] mode`).
+//!
+//! Active when all hold: the launch runs inside a herdr pane (`HERDR_ENV=1`), `herdr` is on the
+//! host's `PATH`, the host's socket answers, and a capability applies (a direct launch of an agent
+//! whose herdr integration reports its session: claude, pi, codex) — or `mode = "enforce"`, which
+//! needs no capability (the filter then answers `ping` and denies the rest). An unreachable socket
+//! is a warning in `auto` mode (the launch goes on without the filter) and an error in `enforce`.
+
+use std::ffi::OsString;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+use super::{AgentReporting, FilterPolicy, session_dir};
+
+/// The host environment variables herdr sets in a pane that the sandbox gets as they are.
+pub const PASSED_ENV: &[&str] = &[
+    "HERDR_ENV",
+    "HERDR_SESSION",
+    "HERDR_WORKSPACE_ID",
+    "HERDR_TAB_ID",
+    "HERDR_PANE_ID",
+];
+
+/// What the launch does about herdr.
+#[derive(Debug)]
+pub enum Activation {
+    /// No filter (not in herdr, disabled, or nothing asks for it).
+    Off,
+    /// No filter, and why the user should know (auto mode, socket unreachable).
+    Warn(String),
+    /// Start the filter with this policy in front of this socket.
+    On {
+        policy: FilterPolicy,
+        host_socket: PathBuf,
+    },
+}
+
+/// The host's herdr socket: `$HERDR_SOCKET_PATH`, a named session's under
+/// `~/.config/herdr/sessions/<name>/`, else `$XDG_CONFIG_HOME/herdr/herdr.sock` (`~/.config`).
+pub fn host_socket(home: &Path, env: &dyn Fn(&str) -> Option<OsString>) -> PathBuf {
+    if let Some(path) = env("HERDR_SOCKET_PATH").filter(|v| !v.is_empty()) {
+        return PathBuf::from(path);
+    }
+    let config = env("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home.join(".config"));
+    match env("HERDR_SESSION").filter(|v| !v.is_empty()) {
+        Some(name) => config.join("herdr/sessions").join(name).join("herdr.sock"),
+        None => config.join("herdr/herdr.sock"),
+    }
+}
+
+/// The agents whose direct launch reports its session through the filter.
+pub const REPORTING_AGENTS: &[&str] = &["claude", "pi", "codex"];
+
+/// Decides for one launch. `argv` is the command the sandbox runs (a direct agent launch when its
+/// program is one of [`REPORTING_AGENTS`]); `mode` is `[tools.herdr] mode`.
+pub fn activation(
+    mode: &str,
+    herdr_on_path: bool,
+    argv: &[String],
+    home: &Path,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> Result<Activation, String> {
+    let enforce = mode == "enforce";
+    if mode == "disabled" || env("HERDR_ENV").is_none_or(|v| v != "1") || !herdr_on_path {
+        return Ok(Activation::Off);
+    }
+    let agent = argv
+        .first()
+        .and_then(|p| Path::new(p).file_name())
+        .and_then(|n| n.to_str())
+        .filter(|n| REPORTING_AGENTS.contains(n));
+    let pane = env("HERDR_PANE_ID").and_then(|v| v.into_string().ok());
+    let agent_reporting = match (agent, pane) {
+        (Some(agent), Some(pane_id)) => {
+            session_dir(agent, home, |k| env(k)).map(|session_dir| AgentReporting {
+                pane_id,
+                agent: agent.to_owned(),
+                session_dir,
+            })
+        }
+        _ => None,
+    };
+    if agent_reporting.is_none() && !enforce {
+        return Ok(Activation::Off);
+    }
+    let socket = host_socket(home, env);
+    if let Err(e) = UnixStream::connect(&socket) {
+        let why = format!(
+            "the herdr socket {} does not answer ({e})",
+            socket.display()
+        );
+        return if enforce {
+            Err(format!(
+                "{why}; [tools.herdr] mode = \"enforce\" needs it: start herdr, or set mode = \"auto\""
+            ))
+        } else {
+            Ok(Activation::Warn(format!(
+                "{why}: the sandbox starts without herdr (agent session reports are off)"
+            )))
+        };
+    }
+    Ok(Activation::On {
+        policy: FilterPolicy {
+            notify: false,
+            agent_reporting,
+        },
+        host_socket: socket,
+    })
+}

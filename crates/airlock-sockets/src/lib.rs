@@ -1,0 +1,21 @@
+//! airlock-sockets: what every filter of a host control socket shares (herdr's today; kitty's and
+//! Docker's next). The host's real socket is never mounted into a sandbox; a filter's own socket is,
+//! and this crate owns its life:
+//!
+//! - [`SessionSockets`]: the host-side directory of one session's filter sockets
+//!   (`<state root>/sockets/<supervisor pid>/`, outside every sandbox mount), shown inside at
+//!   `$HOME/.run/<supervisor pid>/` so a second session never unlinks a live one's socket; removed
+//!   when the session ends, and a dead session's left behind is removed at the next launch.
+//! - [`serve`]: the accept loop on its own thread, one thread per connection up to a cap, each
+//!   connection handed to the filter with a deadline.
+//! - [`DecisionLog`]: one line per request in `<state root>/logs/internal/<filter>.log`: method,
+//!   decision, reason, never a value the request carried.
+//! - [`read_line`]: one newline-terminated request with a size cap and a deadline.
+
+mod lifecycle;
+mod line;
+mod log;
+
+pub use lifecycle::{Filter, SessionSockets, serve};
+pub use line::{LineError, read_line};
+pub use log::{Decision, DecisionLog};
