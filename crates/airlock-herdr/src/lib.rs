@@ -28,6 +28,7 @@ pub mod naming;
 pub mod panes;
 pub mod prepare;
 pub mod proc;
+pub mod restore;
 pub mod result;
 pub mod run_action;
 pub mod store;

@@ -89,6 +89,10 @@ pub struct ToolCheck {
     pub paths: Vec<PathCheck>,
     /// Things to fix: a missing binary, a dangling symlink, an unreadable dir, a missing required path.
     pub problems: Vec<String>,
+    /// What the tool's state is, beyond its paths (herdr: the mode, whether agent reporting can
+    /// be active here and which anchor is missing).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// The tool's version command run inside a real sandbox (absent with `--fast`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inside: Option<Inside>,
@@ -431,6 +435,7 @@ fn check_tool(tool: &dyn Tool, settings: &Settings, host: &HostView) -> ToolChec
         binary: d.binary,
         paths,
         problems,
+        notes: Vec::new(),
         inside: None,
     }
 }
@@ -447,6 +452,7 @@ mod inside_tests {
                 binary: Some("/usr/bin/git".into()),
                 paths: Vec::new(),
                 problems: Vec::new(),
+                notes: Vec::new(),
                 inside: None,
             }],
             available: 1,

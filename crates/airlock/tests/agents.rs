@@ -338,3 +338,92 @@ fn inside_a_sandbox_nothing_is_wrapped_and_run_agent_runs_the_agent_itself() {
         report(&out)
     );
 }
+
+#[test]
+fn a_resume_in_a_herdr_pane_reaches_only_the_sandbox_its_session_lives_in() {
+    if !sandbox_starts() {
+        return;
+    }
+    let w = World::new();
+    let herdr = |cmd: &mut Command, pane: &str| {
+        cmd.env("PATH", &w.path)
+            .env("HERDR_ENV", "1")
+            .env("HERDR_PANE_ID", pane);
+    };
+    // A direct launch in pane w1:p7 records the pane (no herdr socket here: the filter is off).
+    let mut launch =
+        w.h.airlock(&["run", "--network", "none", "--", "claude", "first"]);
+    herdr(&mut launch, "w1:p7");
+    let out = launch.output().expect("airlock");
+    assert!(out.status.success(), "{}", report(&out));
+    let records = w.h.home.join(".local/state/airlock/herdr-panes");
+    let files: Vec<PathBuf> = fs::read_dir(&records)
+        .expect("the pane records")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(
+        !files[0].to_string_lossy().contains("p7"),
+        "the pane id is hashed"
+    );
+    assert_eq!(
+        fs::metadata(&files[0]).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // herdr types the resume from another directory: refused, naming where to go.
+    let elsewhere = w.h.root.join("elsewhere");
+    fs::create_dir_all(&elsewhere).unwrap();
+    let mut resume = w.h.airlock(&["run-agent", "claude", "--resume", "abc"]);
+    resume.current_dir(&elsewhere);
+    herdr(&mut resume, "w1:p7");
+    let out = resume.output().expect("airlock");
+    assert_eq!(out.status.code(), Some(125), "{}", report(&out));
+    assert!(
+        common::stderr(&out).contains(&format!("`cd {}`", w.h.project.display())),
+        "{}",
+        report(&out)
+    );
+    // From the project it enters; another pane (no record) enters from anywhere.
+    let mut resume = w.h.airlock(&["run-agent", "claude", "--resume", "abc"]);
+    herdr(&mut resume, "w1:p7");
+    assert!(resume.output().expect("airlock").status.success());
+    let mut other = w.h.airlock(&["run-agent", "claude", "-c"]);
+    other.current_dir(&elsewhere);
+    herdr(&mut other, "w1:p8");
+    let out = other.output().expect("airlock");
+    // It entered a sandbox of `elsewhere` (where the fake cannot reach its record file).
+    assert!(
+        common::stderr(&out).contains("agent-calls.txt") && !common::stderr(&out).contains("`cd "),
+        "{}",
+        report(&out)
+    );
+    assert_eq!(w.calls(), ["1|first", "1|--resume abc"], "{}", report(&out));
+    // A --worktree session is refused from the project too, naming the invocation.
+    let mut launch = w.h.airlock(&[
+        "run",
+        "--network",
+        "none",
+        "--",
+        "claude",
+        "--worktree",
+        "feat",
+    ]);
+    herdr(&mut launch, "w1:p7");
+    assert!(launch.output().expect("airlock").status.success());
+    let mut resume = w.h.airlock(&["run-agent", "claude", "--resume", "abc"]);
+    herdr(&mut resume, "w1:p7");
+    let out = resume.output().expect("airlock");
+    assert_eq!(out.status.code(), Some(125), "{}", report(&out));
+    assert!(
+        common::stderr(&out).contains("airlock claude --worktree feat"),
+        "{}",
+        report(&out)
+    );
+    // An unreadable record fails closed.
+    fs::write(&files[0], "{broken").unwrap();
+    let mut resume = w.h.airlock(&["run-agent", "claude", "-c"]);
+    herdr(&mut resume, "w1:p7");
+    let out = resume.output().expect("airlock");
+    assert_eq!(out.status.code(), Some(125), "{}", report(&out));
+}

@@ -327,3 +327,26 @@ fn bad_bytes_are_refused_and_the_filter_keeps_serving() {
         "only the good ping reached herdr"
     );
 }
+
+#[test]
+fn tools_check_herdr_says_whether_agent_reporting_is_active_or_what_is_missing() {
+    let w = World::new();
+    let check = |pane: Option<&str>| {
+        let mut cmd = w.h.airlock(&["tools", "check", "--fast", "herdr"]);
+        cmd.env("PATH", &w.path)
+            .env("HERDR_ENV", "1")
+            .env("HERDR_SOCKET_PATH", &w.socket);
+        if let Some(pane) = pane {
+            cmd.env("HERDR_PANE_ID", pane);
+        }
+        common::stdout(&cmd.output().expect("airlock"))
+    };
+    let active = check(Some("w1:p1"));
+    assert!(active.contains("· mode: auto"), "{active}");
+    assert!(active.contains("· agent reporting: active"), "{active}");
+    let off = check(None);
+    assert!(
+        off.contains("· agent reporting: off here: no HERDR_PANE_ID"),
+        "{off}"
+    );
+}

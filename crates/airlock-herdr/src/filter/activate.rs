@@ -110,3 +110,50 @@ pub fn activation(
         host_socket: socket,
     })
 }
+
+/// What `airlock tools check herdr` says: the mode, the capabilities, and whether agent
+/// reporting would be active for a direct agent launch from here, or which anchor is missing.
+pub fn check_notes(
+    mode: &str,
+    herdr_on_path: bool,
+    home: &Path,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> Vec<String> {
+    let mut notes = vec![format!("mode: {mode}")];
+    if mode == "disabled" {
+        notes.push(
+            "the filter is off: no herdr socket inside, agent sessions are not reported".into(),
+        );
+        return notes;
+    }
+    notes.push(format!(
+        "capabilities: ping always; agent_reporting for a direct `airlock {}` launch in a herdr pane",
+        REPORTING_AGENTS.join("|")
+    ));
+    let mut missing = Vec::new();
+    if env("HERDR_ENV").is_none_or(|v| v != "1") {
+        missing.push("not inside a herdr pane (HERDR_ENV is not 1)".to_owned());
+    }
+    if env("HERDR_PANE_ID").is_none_or(|v| v.is_empty()) {
+        missing.push("no HERDR_PANE_ID (the pane anchor)".to_owned());
+    }
+    if !herdr_on_path {
+        missing.push("herdr is not on PATH".to_owned());
+    }
+    let socket = host_socket(home, env);
+    if missing.is_empty() && UnixStream::connect(&socket).is_err() {
+        missing.push(format!(
+            "the herdr socket {} does not answer",
+            socket.display()
+        ));
+    }
+    if missing.is_empty() {
+        notes.push(format!(
+            "agent reporting: active for a direct launch of {} here (an agent typed in an airlock shell is not: the launched agent is the other anchor)",
+            REPORTING_AGENTS.join(", ")
+        ));
+    } else {
+        notes.push(format!("agent reporting: off here: {}", missing.join("; ")));
+    }
+    notes
+}

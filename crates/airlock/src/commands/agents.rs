@@ -94,6 +94,23 @@ pub fn run_agent(args: RunAgentArgs) -> anyhow::Result<i32> {
         );
     }
     let inside = std::env::var_os("AIRLOCK").is_some_and(|v| v == "1");
+    if !inside && let Ok(pane_id) = std::env::var("HERDR_PANE_ID") {
+        // herdr types a resume command into a restored pane: it must reach the sandbox the
+        // session lives in.
+        let paths = airlock_config::XdgPaths::from_env()?;
+        let (project, state_root) = run::project_here(&paths)?;
+        let dir = airlock_herdr::restore::records_dir(&paths.state_dir());
+        if let airlock_herdr::restore::Guard::Refuse(why) = airlock_herdr::restore::guard(
+            &dir,
+            &pane_id,
+            &args.agent,
+            &args.args,
+            &project,
+            &state_root,
+        ) {
+            bail!("{why}");
+        }
+    }
     if !inside {
         let mut command = vec![args.agent];
         command.extend(args.args);

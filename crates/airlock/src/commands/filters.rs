@@ -34,6 +34,43 @@ impl Filters {
     }
 }
 
+/// A direct agent launch in a herdr pane records the pane (for the restore guard of
+/// `run-agent`); a record that cannot be written is said, and the launch goes on.
+pub fn record_pane(spec: &SandboxSpec, state_dir: &Path) {
+    use airlock_herdr::restore::{PaneRecord, asks_for_worktree, records_dir, write_record};
+    if std::env::var_os("HERDR_ENV").is_none_or(|v| v != "1") {
+        return;
+    }
+    let Ok(pane_id) = std::env::var("HERDR_PANE_ID") else {
+        return;
+    };
+    let Some(agent) = spec
+        .argv
+        .first()
+        .and_then(|p| Path::new(p).file_name())
+        .and_then(|n| n.to_str())
+        .filter(|n| activate::REPORTING_AGENTS.contains(n))
+    else {
+        return;
+    };
+    let args = spec.argv[1..].to_vec();
+    let record = PaneRecord {
+        pane_id,
+        agent: agent.to_owned(),
+        project: spec.project.clone(),
+        state_root: spec.state_root.clone(),
+        worktree: asks_for_worktree(&args),
+        args,
+    };
+    let dir = records_dir(state_dir);
+    if let Err(e) = write_record(&dir, &record) {
+        eprintln!(
+            "airlock: warning: cannot record this herdr pane in {} ({e}): herdr's restore of this session is not guarded",
+            dir.display()
+        );
+    }
+}
+
 /// Plans the herdr filter for `spec` (`[tools.herdr] mode`); a warning to print, if any.
 pub fn plan(
     spec: &mut SandboxSpec,

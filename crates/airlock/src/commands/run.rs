@@ -132,6 +132,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         herdr_on_path,
         &facts.home,
     );
+    if herdr.choice("mode", "auto") != "disabled" {
+        super::filters::record_pane(&spec, &paths.state_dir());
+    }
     let filters = match planned {
         Ok((filters, warning)) => {
             if let Some(warning) = warning {
@@ -339,6 +342,15 @@ impl native::Gates for EgressGate {
         self.proxy = Some(proxy);
         Ok(())
     }
+}
+
+/// The project and the sandbox state root `airlock run` would use from the current directory.
+pub fn project_here(paths: &XdgPaths) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+    let project = locate_project(paths, &cwd, None)?;
+    let state_root = paths.sandboxes_dir().join(state::sandbox_name(&project));
+    Ok((project, state_root))
 }
 
 /// `--project DIR`, else the git toplevel of the cwd, else the cwd.

@@ -125,6 +125,15 @@ pub fn run(command: ToolsCommand) -> anyhow::Result<i32> {
                 known(&cx.catalog, name)?;
             }
             let mut report = report::check(&cx.catalog, &cx.settings, &cx.host, &names);
+            if let Some(herdr) = report.tools.iter_mut().find(|t| t.name == "herdr") {
+                let config = cx.settings.tool("herdr");
+                herdr.notes = airlock_herdr::filter::activate::check_notes(
+                    config.choice("mode", "auto"),
+                    cx.host.find_binary("herdr").is_some(),
+                    &cx.host.home,
+                    &|k| std::env::var_os(k),
+                );
+            }
             if !fast {
                 check_inside(&cx, &mut report)?;
             }
@@ -287,6 +296,9 @@ fn render_check(report: &CheckReport) -> String {
         }
         if let Some(inside) = t.inside.as_ref().filter(|i| i.ok) {
             out.push_str(&format!("    ✓ runs inside: {}\n", inside.output));
+        }
+        for note in &t.notes {
+            out.push_str(&format!("    · {note}\n"));
         }
         for problem in &t.problems {
             out.push_str(&format!("    ! {problem}\n"));
