@@ -131,6 +131,10 @@ pub fn run(
     let shared_token = section.shared_token;
     let audit = AuditLog::open(&paths.log())
         .map_err(io_error("cannot open the audit log", &paths.log()))?;
+    let _ = std::fs::remove_dir_all(paths.sounds());
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        .create(paths.sounds())
+        .map_err(io_error("cannot create", &paths.sounds()))?;
     // One thread: the daemon is idle almost always, and a small footprint matters more.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

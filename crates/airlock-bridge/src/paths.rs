@@ -52,6 +52,12 @@ impl BridgePaths {
     }
 
     /// The append-only audit log (0600).
+    /// Sound files on their way to the player, never mounted into a sandbox; emptied when the
+    /// daemon starts (a killed daemon's reaper could not remove its last ones).
+    pub fn sounds(&self) -> PathBuf {
+        self.dir.join("sounds")
+    }
+
     pub fn log(&self) -> PathBuf {
         self.dir.join("log")
     }

@@ -86,7 +86,10 @@ where
             BridgeRoute::Credential => routes::credential::serve(&body, caller.scope()).await,
             BridgeRoute::Command => routes::command::serve(&state.commands, &body).await,
             BridgeRoute::Proximo => routes::command::serve_proximo(&state.commands, &body).await,
-            BridgeRoute::Sound => routes::sound::serve(&body),
+            BridgeRoute::Sound => {
+                let dir = state.sessions.as_ref().map(|p| p.sounds());
+                routes::sound::serve(&body, dir.as_deref())
+            }
             BridgeRoute::Healthz => routes::healthz::serve(),
         }
         .from_sandbox(caller.scope()),

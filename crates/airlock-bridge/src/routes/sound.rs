@@ -62,7 +62,9 @@ fn player() -> Option<(PathBuf, Vec<OsString>)> {
     })
 }
 
-pub fn serve(body: &[u8]) -> Reply {
+/// Plays the sound in `body`; its file goes in `dir` (the daemon's own, emptied at its start),
+/// else the temp dir.
+pub fn serve(body: &[u8], dir: Option<&std::path::Path>) -> Reply {
     let (name, bytes) = match decide(body) {
         Ok(decided) => decided,
         Err(reason) => return Reply::bad_request(reason),
@@ -74,11 +76,13 @@ pub fn serve(body: &[u8]) -> Reply {
     let Some((program, mut args)) = player() else {
         return Reply::failed("no mp3-capable audio player available").with_fields(fields);
     };
-    let file = tempfile::Builder::new()
-        .prefix("airlock-sound-")
-        .suffix(".mp3")
-        .tempfile()
-        .and_then(|mut f| f.write_all(&bytes).and_then(|()| f.flush()).map(|()| f));
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("airlock-sound-").suffix(".mp3");
+    let file = match dir {
+        Some(dir) => builder.tempfile_in(dir),
+        None => builder.tempfile(),
+    }
+    .and_then(|mut f| f.write_all(&bytes).and_then(|()| f.flush()).map(|()| f));
     let file = match file {
         Ok(file) => file.into_temp_path(),
         Err(e) => {

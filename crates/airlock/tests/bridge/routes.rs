@@ -185,6 +185,13 @@ fn sound_plays_the_bytes_from_a_temp_file_the_daemon_names() {
             .to_string_lossy()
             .starts_with("airlock-sound-")
     );
+    // In the daemon's own state (never mounted, emptied at its start), not the shared /tmp.
+    assert_eq!(
+        temp.parent().map(fs::canonicalize).and_then(Result::ok),
+        fs::canonicalize(w.state.join("sounds")).ok(),
+        "{}",
+        temp.display()
+    );
     wait_for("the reaper to remove the temp file", || !temp.exists());
     let log = w.audit_log();
     assert!(
