@@ -30,7 +30,9 @@ fn host_header_disagreeing_with_the_target_is_refused() {
         format!(
             "GET http://allowed.test:{p}/hello HTTP/1.1\r\nHost: allowed.test:{p}\r\nHost: evil.test\r\n\r\n"
         ),
-        format!("CONNECT allowed.test:{p} HTTP/1.1\r\nHost: evil.test:{p}\r\n\r\n"),
+        format!(
+            "CONNECT allowed.test:{p} HTTP/1.1\r\nHost: allowed.test:{p}\r\nHost: evil.test\r\n\r\n"
+        ),
     ] {
         let resp = proxy.raw(req.as_bytes());
         assert_eq!(status_of(&resp), 400, "{req}\n{resp}");
