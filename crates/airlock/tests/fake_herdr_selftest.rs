@@ -1,7 +1,7 @@
-//! The fake herdr server (tests/common/fake_herdr.rs) against a plain `UnixStream` client: framing,
+//! The fake herdr server (tests/common/fake_herdr/) against a plain `UnixStream` client: framing,
 //! answers, ids, ownership errors and the stall hook behave as herdr 0.8.2's control socket does.
 
-#[path = "common/fake_herdr.rs"]
+#[path = "common/fake_herdr/mod.rs"]
 #[allow(dead_code)]
 mod fake_herdr;
 

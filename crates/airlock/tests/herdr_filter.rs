@@ -1,10 +1,10 @@
 //! The herdr socket filter end to end: the real binary, a real sandbox, a fake herdr server built
-//! from herdr's schema (tests/common/fake_herdr.rs) on the host. A fake `claude` inside (a direct
+//! from herdr's schema (tests/common/fake_herdr/) on the host. A fake `claude` inside (a direct
 //! agent launch in a herdr pane, so agent reporting applies) sends request lines to the socket it
 //! finds in `$HERDR_SOCKET_PATH` and records the answers.
 
 mod common;
-#[path = "common/fake_herdr.rs"]
+#[path = "common/fake_herdr/mod.rs"]
 #[allow(dead_code)]
 mod fake_herdr;
 
