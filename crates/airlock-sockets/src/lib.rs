@@ -11,7 +11,13 @@
 //! - [`DecisionLog`]: one line per request in `<state root>/logs/internal/<filter>.log`: method,
 //!   decision, reason, never a value the request carried.
 //! - [`read_line`]: one newline-terminated request with a size cap and a deadline.
+//!
+//! And the kitty filter's decisions ([`kitty`]): kitty's remote-control frames, strictly decoded,
+//! each command allowed only by a capability a tool declared, launches pinned to a tool's resolved
+//! program, windows owned only when kitty's own answer says the sandbox made them. Not wired into
+//! a launch yet: no tool in the catalog declares a kitty capability.
 
+pub mod kitty;
 mod lifecycle;
 mod line;
 mod log;
