@@ -52,7 +52,12 @@ impl OnPty {
     }
 
     /// As `start`, with stdout left as `cmd` has it unless `stdout_on_pty`.
-    fn start_with(mut cmd: Command, stdout_on_pty: bool) -> OnPty {
+    fn start_with(cmd: Command, stdout_on_pty: bool) -> OnPty {
+        OnPty::start_slots(cmd, true, stdout_on_pty)
+    }
+
+    /// As `start`, with stdin and stdout left as `cmd` has them unless on the pty.
+    fn start_slots(mut cmd: Command, stdin_on_pty: bool, stdout_on_pty: bool) -> OnPty {
         let (mut master, mut slave) = (0, 0);
         let size = winsize(40, 120);
         // SAFETY: openpty writes two descriptors, owned right below.
@@ -70,7 +75,10 @@ impl OnPty {
         let (master, slave) =
             unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
         let file = |fd: &OwnedFd| fs::File::from(fd.try_clone().expect("dup"));
-        cmd.stdin(file(&slave)).stderr(file(&slave));
+        cmd.stderr(file(&slave));
+        if stdin_on_pty {
+            cmd.stdin(file(&slave));
+        }
         if stdout_on_pty {
             cmd.stdout(file(&slave));
         }
@@ -78,7 +86,7 @@ impl OnPty {
         // SAFETY: setsid and ioctl are async-signal-safe.
         unsafe {
             cmd.pre_exec(|| {
-                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                if libc::setsid() < 0 || libc::ioctl(2, libc::TIOCSCTTY, 0) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
@@ -261,4 +269,28 @@ fn without_a_terminal_nothing_changes() {
         "{text}"
     );
     assert!(text.ends_with("x\n"), "{text}");
+}
+
+#[test]
+fn output_only_to_a_terminal_keeps_its_line_ends_and_ctrl_c_still_reaches_the_workload() {
+    if !sandbox_available() {
+        return;
+    }
+    let home = TestHome::new("project");
+    // stdin not a terminal (home.airlock gives /dev/null), stdout and stderr the terminal, which
+    // stays cooked: its own ^C makes the signal.
+    let cmd = airlock(
+        &home,
+        "trap 'echo interrupted; exit 4' INT; echo ready; while :; do sleep 0.05; done",
+    );
+    let mut pty = OnPty::start_slots(cmd, false, true);
+    pty.expect("ready\r\n");
+    assert!(
+        !String::from_utf8_lossy(&pty.seen).contains("\r\r\n"),
+        "one \\r per line: {:?}",
+        String::from_utf8_lossy(&pty.seen)
+    );
+    pty.type_in(b"\x03");
+    pty.expect("interrupted");
+    assert_eq!(pty.wait().code(), Some(4));
 }

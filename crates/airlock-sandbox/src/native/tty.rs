@@ -75,11 +75,13 @@ pub fn open(plan: &TtyPlan) -> io::Result<(OwnedFd, OwnedFd)> {
             libc::TIOCGPTPEER,
             libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
         ))?);
-        cvt(libc::tcsetattr(
-            slave.as_raw_fd(),
-            libc::TCSANOW,
-            &plan.termios,
-        ))?;
+        let mut termios = plan.termios;
+        if !plan.slots[0] {
+            // Output only: the host terminal stays cooked and does the output processing itself
+            // (`\n` to `\r\n`); done twice it would print `\r\r\n`.
+            termios.c_oflag &= !libc::OPOST;
+        }
+        cvt(libc::tcsetattr(slave.as_raw_fd(), libc::TCSANOW, &termios))?;
         cvt(libc::ioctl(
             slave.as_raw_fd(),
             libc::TIOCSWINSZ,
