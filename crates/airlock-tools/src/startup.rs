@@ -181,15 +181,12 @@ pub fn missing(view: &HostView, shell: &Path, visible: &dyn Fn(&Path) -> bool) -
     let mut files = Vec::new();
     let mut lacking = Vec::new();
     for file in startup_files(view, name) {
-        // The user's own files (read-only inside, never written by a sandbox); a cap keeps a
-        // huge one from slowing the launch.
-        let Ok(meta) = std::fs::metadata(&file) else {
+        // The user's own files, often links into a dotfiles checkout (which may be a project a
+        // sandbox writes): followed, but never blocking on a FIFO or device, and capped.
+        let Ok(bytes) = airlock_config::hostfs::read_regular_following(&file, 1 << 20) else {
             continue;
         };
-        if !meta.is_file() || meta.len() > 1 << 20 {
-            continue;
-        }
-        let Ok(text) = std::fs::read_to_string(&file) else {
+        let Ok(text) = String::from_utf8(bytes) else {
             continue;
         };
         let uses = read_uses(&text, &mut vars);
@@ -269,6 +266,18 @@ mod tests {
         assert!(u.guarded.contains("/h/.nvm/nvm.sh"));
         assert!(u.guarded.contains("zoxide"));
         assert!(!u.guarded.contains("pyenv"));
+    }
+
+    #[test]
+    fn a_startup_file_that_is_a_fifo_is_skipped_without_blocking() {
+        let home = tempfile::tempdir().unwrap();
+        let rc = home.path().join(".bashrc");
+        let c = std::ffi::CString::new(rc.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo on a fresh path in a temp dir.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let view = HostView::new(home.path(), BTreeMap::new());
+        // Opening a FIFO for reading would wait for a writer; this returns at once.
+        assert_eq!(missing(&view, Path::new("/bin/bash"), &|_| false), None);
     }
 
     #[test]
