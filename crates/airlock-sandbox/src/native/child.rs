@@ -141,6 +141,12 @@ fn die(sock: RawFd, message: &str) -> ! {
 /// The child's entry point: wait for the id maps, build the root, then act as init.
 pub fn main(plan: &ChildPlan, sock: OwnedFd) -> ! {
     let fd = sock.as_raw_fd();
+    // Out of the caller's process group (and session): a signal the host's terminal generates
+    // (Ctrl-C in a cooked terminal) reaches the supervisor alone, which passes it on once. In
+    // the same group init would get it too, and the two deliveries of one signal number would
+    // merge, the terminal's (ignored: "already delivered") sometimes swallowing the supervisor's.
+    // SAFETY: setsid has no preconditions; a fresh child is never a group leader, so it succeeds.
+    unsafe { libc::setsid() };
     // Set before waiting for the go byte: if the parent is already gone the read below sees EOF,
     // and if it dies any time later the kernel kills us. No window either way.
     // SAFETY: prctl with integer arguments.
@@ -268,10 +274,9 @@ fn init(plan: &ChildPlan, sock: RawFd) -> ! {
             if signo == libc::SIGCHLD {
                 reap(workload, sock);
             } else if info.ssi_code != libc::SI_KERNEL {
-                // The supervisor passes on every signal it gets; one the host's terminal sent
-                // init directly (it is in the caller's process group) is not passed twice. The
-                // workload leads a process group of its own: the whole group gets it, as from a
-                // terminal.
+                // The supervisor passes on every signal it gets (init is in a session of its own,
+                // so none comes from a terminal). The workload leads a process group of its own:
+                // the whole group gets it, as from a terminal.
                 // SAFETY: plain kill(2).
                 unsafe { libc::kill(-workload.as_raw(), signo) };
             }
