@@ -319,6 +319,13 @@ fn supervise(
         if init_done {
             wait_pidfd(pidfd);
             while report.read(sock) {}
+            // A sandbox that ended before its pty reached the relay (a quick command on a busy
+            // machine: one message is read per turn) still has its output in that pty.
+            if let (None, Some(master), Some(t)) =
+                (relay.as_ref(), report.tty.take(), terminal.as_ref())
+            {
+                relay = Some(Relay::new(master, t.plan));
+            }
             if let Some(relay) = relay.as_mut() {
                 relay.drain();
             }

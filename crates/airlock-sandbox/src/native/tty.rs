@@ -262,8 +262,26 @@ impl Relay {
     }
 
     /// The sandbox has ended: whatever it wrote last still reaches the terminal.
+    ///
+    /// Every process of the sandbox is gone by then, so every slave is closed and the master gives
+    /// what is left and then EIO; but the last bytes may still be on their way through the pty
+    /// (the kernel moves them in a worker), so an empty read is waited out, not taken for the end.
     pub fn drain(&mut self) {
-        while self.master_open && self.copy_out() {}
+        const QUIET: libc::c_int = 1000;
+        while self.master_open {
+            if self.copy_out() {
+                continue;
+            }
+            let mut fd = libc::pollfd {
+                fd: self.master.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: poll on one descriptor this relay owns.
+            if unsafe { libc::poll(&mut fd, 1, QUIET) } <= 0 {
+                return;
+            }
+        }
     }
 
     fn flush_pending(&mut self) {
