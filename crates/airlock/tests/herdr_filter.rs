@@ -100,6 +100,26 @@ impl World {
         cmd.output().expect("airlock")
     }
 
+    /// The methods that reached herdr from the sandbox (airlock's own liveness `ping` at launch,
+    /// id `airlock-probe`, left out).
+    fn sandbox_methods(&self) -> Vec<String> {
+        self.herdr
+            .requests()
+            .iter()
+            .filter(|r| r["id"] != "airlock-probe")
+            .map(|r| r["method"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    /// How many liveness pings airlock sent before starting the filter.
+    fn probes(&self) -> usize {
+        self.herdr
+            .requests()
+            .iter()
+            .filter(|r| r["id"] == "airlock-probe" && r["method"] == "ping")
+            .count()
+    }
+
     fn answers(&self) -> Vec<Value> {
         fs::read_to_string(self.h.project.join("answers.jsonl"))
             .unwrap_or_default()
@@ -180,10 +200,15 @@ fn only_what_the_launch_may_do_reaches_herdr() {
     }
     // Only the three allowed requests reached herdr, re-serialised, nothing of the rest.
     assert_eq!(
-        w.herdr.methods(),
+        w.sandbox_methods(),
         ["ping", "pane.report_agent", "pane.report_agent_session"],
         "{}",
         report(&out)
+    );
+    assert_eq!(
+        w.probes(),
+        1,
+        "airlock checked herdr answers ping before starting the filter"
     );
     let raw: Vec<u8> = w.herdr.raw().concat();
     for never in ["w1:p2", "id_ed25519", "curl evil", "rm -rf", "server.stop"] {
@@ -226,7 +251,7 @@ fn the_default_socket_path_inside_is_the_filter_too() {
     let out = w.launch(&[&inside], true);
     assert!(out.status.success(), "{}", report(&out));
     assert_eq!(w.answers()[0]["result"]["type"], "pong", "{}", report(&out));
-    assert_eq!(w.herdr.methods(), ["ping"]);
+    assert_eq!(w.sandbox_methods(), ["ping"]);
 }
 
 #[test]
@@ -241,7 +266,10 @@ fn outside_herdr_there_is_no_filter_and_the_host_socket_is_not_inside() {
     assert!(out.status.success(), "{}", report(&out));
     let answers = w.answers();
     assert!(answers[0].get("client_error").is_some(), "{answers:?}");
-    assert!(w.herdr.methods().is_empty());
+    assert!(
+        w.herdr.methods().is_empty(),
+        "outside herdr airlock does not even probe"
+    );
 }
 
 #[test]
@@ -251,6 +279,16 @@ fn an_unreachable_socket_warns_in_auto_and_fails_in_enforce() {
     }
     let w = World::new();
     w.requests(&[req("1", "ping", serde_json::json!({}))]);
+    // A socket that answers, but not as herdr does, counts as not answering.
+    w.herdr.fail("ping", "internal_error", "broken");
+    let out = w.launch(&[], true);
+    assert!(out.status.success(), "{}", report(&out));
+    assert!(
+        stderr(&out).contains("did not answer ping with pong"),
+        "{}",
+        report(&out)
+    );
+    assert!(w.sandbox_methods().is_empty(), "no filter was started");
     drop(fs::remove_file(&w.socket));
     let out = w.launch(&[], true);
     assert!(out.status.success(), "{}", report(&out));
@@ -322,7 +360,7 @@ fn bad_bytes_are_refused_and_the_filter_keeps_serving() {
     }
     assert_eq!(answers[3]["result"]["type"], "pong", "{answers:?}");
     assert_eq!(
-        w.herdr.methods(),
+        w.sandbox_methods(),
         ["ping"],
         "only the good ping reached herdr"
     );

@@ -51,6 +51,29 @@ pub fn host_socket(home: &Path, env: &dyn Fn(&str) -> Option<OsString>) -> PathB
     }
 }
 
+/// The id of airlock's own liveness check, so a log or a test can tell it from the sandbox's.
+pub const PROBE_ID: &str = "airlock-probe";
+
+/// Asks herdr for `ping` and checks the answer is a `pong`: the socket is herdr's and it serves.
+fn ping(socket: &Path) -> std::io::Result<()> {
+    use std::io::{Error, Write};
+    let mut herdr = UnixStream::connect(socket)?;
+    let deadline = Some(std::time::Duration::from_secs(2));
+    herdr.set_read_timeout(deadline)?;
+    herdr.set_write_timeout(deadline)?;
+    let request = serde_json::json!({"id": PROBE_ID, "method": "ping", "params": {}});
+    herdr.write_all(format!("{request}\n").as_bytes())?;
+    let line = airlock_sockets::read_line(&mut herdr, super::MAX_LINE_BYTES)
+        .map_err(|e| Error::other(format!("no answer to ping: {e:?}")))?;
+    let answer: serde_json::Value = serde_json::from_slice(&line)
+        .map_err(|_| Error::other("its answer to ping is not JSON"))?;
+    if answer["result"]["type"] == "pong" {
+        Ok(())
+    } else {
+        Err(Error::other("it did not answer ping with pong"))
+    }
+}
+
 /// The agents whose direct launch reports its session through the filter.
 pub const REPORTING_AGENTS: &[&str] = &["claude", "pi", "codex"];
 
@@ -87,7 +110,7 @@ pub fn activation(
         return Ok(Activation::Off);
     }
     let socket = host_socket(home, env);
-    if let Err(e) = UnixStream::connect(&socket) {
+    if let Err(e) = ping(&socket) {
         let why = format!(
             "the herdr socket {} does not answer ({e})",
             socket.display()
@@ -141,7 +164,7 @@ pub fn check_notes(
         missing.push("herdr is not on PATH".to_owned());
     }
     let socket = host_socket(home, env);
-    if missing.is_empty() && UnixStream::connect(&socket).is_err() {
+    if missing.is_empty() && ping(&socket).is_err() {
         missing.push(format!(
             "the herdr socket {} does not answer",
             socket.display()
