@@ -11,6 +11,7 @@
 //! - [`DecisionLog`]: one line per request in `<state root>/logs/internal/<filter>.log`: method,
 //!   decision, reason, never a value the request carried.
 //! - [`read_line`]: one newline-terminated request with a size cap and a deadline.
+//! - [`strict`]: one JSON object, duplicate keys refused at every depth, nesting capped.
 //!
 //! And the kitty filter's decisions ([`kitty`]): kitty's remote-control frames, strictly decoded,
 //! each command allowed only by a capability a tool declared, launches pinned to a tool's resolved
@@ -21,6 +22,7 @@ pub mod kitty;
 mod lifecycle;
 mod line;
 mod log;
+pub mod strict;
 
 pub use lifecycle::{Filter, SessionSockets, serve};
 pub use line::{LineError, read_line};

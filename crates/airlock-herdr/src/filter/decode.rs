@@ -8,9 +8,8 @@
 
 use std::fmt;
 
-use serde::de::{self, DeserializeOwned, DeserializeSeed, MapAccess, SeqAccess, Visitor};
-use serde::{Deserialize, Deserializer};
-use serde_json::{Map, Number, Value};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
 
 /// The longest request line herdr reads (1 MiB), trailing newline included; longer is refused
 /// before any parsing.
@@ -98,20 +97,18 @@ pub fn decode_line(line: &[u8]) -> Result<Envelope, DecodeError> {
     if !text.starts_with('{') {
         return Err(DecodeError::NotAnObject);
     }
-    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<StrictValue>();
-    let value = match stream.next() {
-        Some(Ok(StrictValue(value))) => value,
-        Some(Err(err)) => return Err(classify(&err)),
-        None => return Err(DecodeError::NotAnObject),
-    };
-    // The stream stops right after the object; serde_json's `from_str` would skip trailing
-    // whitespace, which the framing does not allow.
-    if stream.byte_offset() != text.len() {
-        return Err(DecodeError::TrailingBytes);
-    }
-    let Value::Object(map) = value else {
-        return Err(DecodeError::NotAnObject);
-    };
+    use airlock_sockets::strict::StrictError as E;
+    let map = airlock_sockets::strict::parse_object::<MAX_DEPTH, false>(text.as_bytes()).map_err(
+        |e| match e {
+            E::NotUtf8 => DecodeError::NotUtf8,
+            E::NotAnObject => DecodeError::NotAnObject,
+            E::TrailingBytes => DecodeError::TrailingBytes,
+            E::DuplicateKey => DecodeError::DuplicateKey,
+            E::TooDeep => DecodeError::TooDeep,
+            // Case variants are not folded here: the envelope and params refuse unknown keys.
+            E::CaseVariantKey | E::InvalidJson => DecodeError::InvalidJson,
+        },
+    )?;
     envelope(map)
 }
 
@@ -145,112 +142,4 @@ fn envelope(map: Map<String, Value>) -> Result<Envelope, DecodeError> {
         return Err(DecodeError::ParamsNotObject);
     };
     Ok(Envelope { id, method, params })
-}
-
-const DUPLICATE_KEY: &str = "airlock-filter: duplicate key";
-const TOO_DEEP: &str = "airlock-filter: nested too deeply";
-
-fn classify(err: &serde_json::Error) -> DecodeError {
-    let text = err.to_string();
-    if text.starts_with(DUPLICATE_KEY) {
-        DecodeError::DuplicateKey
-    } else if text.starts_with(TOO_DEEP) || text.starts_with("recursion limit exceeded") {
-        DecodeError::TooDeep
-    } else {
-        DecodeError::InvalidJson
-    }
-}
-
-/// A JSON value decoded with duplicate keys refused at every depth and nesting capped.
-struct StrictValue(Value);
-
-impl<'de> Deserialize<'de> for StrictValue {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        StrictSeed { depth: 0 }.deserialize(deserializer)
-    }
-}
-
-/// `depth`: how many arrays and objects enclose the value being decoded.
-#[derive(Clone, Copy)]
-struct StrictSeed {
-    depth: usize,
-}
-
-impl StrictSeed {
-    /// The seed for the members of a container opened here.
-    fn nested<E: de::Error>(self) -> Result<StrictSeed, E> {
-        let depth = self.depth + 1;
-        if depth > MAX_DEPTH {
-            return Err(E::custom(TOO_DEEP));
-        }
-        Ok(StrictSeed { depth })
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for StrictSeed {
-    type Value = StrictValue;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<StrictValue, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for StrictSeed {
-    type Value = StrictValue;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<StrictValue, E> {
-        Ok(StrictValue(Value::Bool(v)))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<StrictValue, E> {
-        Ok(StrictValue(Value::Number(v.into())))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<StrictValue, E> {
-        Ok(StrictValue(Value::Number(v.into())))
-    }
-
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<StrictValue, E> {
-        Number::from_f64(v)
-            .map(|n| StrictValue(Value::Number(n)))
-            .ok_or_else(|| E::custom("non-finite number"))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<StrictValue, E> {
-        Ok(StrictValue(Value::String(v.to_owned())))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<StrictValue, E> {
-        Ok(StrictValue(Value::String(v)))
-    }
-
-    fn visit_unit<E>(self) -> Result<StrictValue, E> {
-        Ok(StrictValue(Value::Null))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<StrictValue, A::Error> {
-        let inner = self.nested()?;
-        let mut items = Vec::new();
-        while let Some(StrictValue(item)) = seq.next_element_seed(inner)? {
-            items.push(item);
-        }
-        Ok(StrictValue(Value::Array(items)))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StrictValue, A::Error> {
-        let inner = self.nested()?;
-        let mut object = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if object.contains_key(&key) {
-                return Err(de::Error::custom(DUPLICATE_KEY));
-            }
-            let StrictValue(value) = map.next_value_seed(inner)?;
-            object.insert(key, value);
-        }
-        Ok(StrictValue(Value::Object(object)))
-    }
 }

@@ -8,12 +8,9 @@
 //! keys that differ only in ASCII case, bounded nesting, and only the envelope keys kitty's
 //! protocol defines.
 
-use std::collections::BTreeSet;
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
-use serde::{Deserialize, Deserializer};
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 
 use super::frame::MAX_FRAME_BYTES;
 
@@ -124,26 +121,19 @@ pub fn decode_request(json: &[u8]) -> Result<Envelope, DecodeError> {
 /// One strict JSON object filling all of `json` (no whitespace around it either: kitty's
 /// clients write none, and a frame is the object's exact extent).
 pub(super) fn parse_object(json: &[u8], limit: usize) -> Result<Map<String, Value>, DecodeError> {
+    use crate::strict::StrictError as E;
     if json.len() > limit {
         return Err(DecodeError::TooLong);
     }
-    let text = std::str::from_utf8(json).map_err(|_| DecodeError::NotUtf8)?;
-    if !text.starts_with('{') {
-        return Err(DecodeError::NotAnObject);
-    }
-    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<StrictValue>();
-    let value = match stream.next() {
-        Some(Ok(StrictValue(value))) => value,
-        Some(Err(err)) => return Err(classify(&err)),
-        None => return Err(DecodeError::NotAnObject),
-    };
-    if stream.byte_offset() != text.len() {
-        return Err(DecodeError::TrailingBytes);
-    }
-    match value {
-        Value::Object(map) => Ok(map),
-        _ => Err(DecodeError::NotAnObject),
-    }
+    crate::strict::parse_object::<MAX_DEPTH, true>(json).map_err(|e| match e {
+        E::NotUtf8 => DecodeError::NotUtf8,
+        E::NotAnObject => DecodeError::NotAnObject,
+        E::TrailingBytes => DecodeError::TrailingBytes,
+        E::DuplicateKey => DecodeError::DuplicateKey,
+        E::CaseVariantKey => DecodeError::CaseVariantKey,
+        E::TooDeep => DecodeError::TooDeep,
+        E::InvalidJson => DecodeError::InvalidJson,
+    })
 }
 
 fn envelope(map: Map<String, Value>) -> Result<Envelope, DecodeError> {
@@ -211,122 +201,4 @@ fn parse_version(value: &Value) -> Result<[u64; 3], DecodeError> {
             .ok_or(DecodeError::BadVersion)?;
     }
     Ok(version)
-}
-
-const DUPLICATE_KEY: &str = "airlock-kitty: duplicate key";
-const CASE_VARIANT_KEY: &str = "airlock-kitty: case-variant key";
-const TOO_DEEP: &str = "airlock-kitty: nested too deeply";
-
-fn classify(err: &serde_json::Error) -> DecodeError {
-    let text = err.to_string();
-    if text.starts_with(DUPLICATE_KEY) {
-        DecodeError::DuplicateKey
-    } else if text.starts_with(CASE_VARIANT_KEY) {
-        DecodeError::CaseVariantKey
-    } else if text.starts_with(TOO_DEEP) || text.starts_with("recursion limit exceeded") {
-        DecodeError::TooDeep
-    } else {
-        DecodeError::InvalidJson
-    }
-}
-
-/// A JSON value decoded with duplicate and case-variant keys refused at every depth and
-/// nesting capped at [`MAX_DEPTH`].
-struct StrictValue(Value);
-
-impl<'de> Deserialize<'de> for StrictValue {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Strict { depth: 0 }.deserialize(deserializer)
-    }
-}
-
-/// `depth`: how many arrays and objects enclose the value being decoded.
-#[derive(Clone, Copy)]
-struct Strict {
-    depth: usize,
-}
-
-impl Strict {
-    /// The seed for the members of a container opened at this depth.
-    fn inside<E: de::Error>(self) -> Result<Strict, E> {
-        if self.depth >= MAX_DEPTH {
-            return Err(E::custom(TOO_DEEP));
-        }
-        Ok(Strict {
-            depth: self.depth + 1,
-        })
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for Strict {
-    type Value = StrictValue;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<StrictValue, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Strict {
-    type Value = StrictValue;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<StrictValue, E> {
-        Ok(StrictValue(Value::Bool(v)))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<StrictValue, E> {
-        Ok(StrictValue(Value::Number(v.into())))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<StrictValue, E> {
-        Ok(StrictValue(Value::Number(v.into())))
-    }
-
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<StrictValue, E> {
-        Number::from_f64(v)
-            .map(|n| StrictValue(Value::Number(n)))
-            .ok_or_else(|| E::custom("non-finite number"))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<StrictValue, E> {
-        Ok(StrictValue(Value::String(v.to_owned())))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<StrictValue, E> {
-        Ok(StrictValue(Value::String(v)))
-    }
-
-    fn visit_unit<E>(self) -> Result<StrictValue, E> {
-        Ok(StrictValue(Value::Null))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<StrictValue, A::Error> {
-        let inner = self.inside()?;
-        let mut items = Vec::new();
-        while let Some(StrictValue(item)) = seq.next_element_seed(inner)? {
-            items.push(item);
-        }
-        Ok(StrictValue(Value::Array(items)))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StrictValue, A::Error> {
-        let inner = self.inside()?;
-        let mut object = Map::new();
-        let mut folded = BTreeSet::new();
-        // Keys arrive unescaped, so `"c\u006dd"` and `"cmd"` compare equal here.
-        while let Some(key) = map.next_key::<String>()? {
-            if object.contains_key(&key) {
-                return Err(de::Error::custom(DUPLICATE_KEY));
-            }
-            if !folded.insert(key.to_ascii_lowercase()) {
-                return Err(de::Error::custom(CASE_VARIANT_KEY));
-            }
-            let StrictValue(value) = map.next_value_seed(inner)?;
-            object.insert(key, value);
-        }
-        Ok(StrictValue(Value::Object(object)))
-    }
 }
