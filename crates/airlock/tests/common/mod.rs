@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test file uses its own part of it
 
 pub mod egress;
+pub mod modes;
 
 use std::fs;
 use std::path::{Path, PathBuf};
