@@ -125,7 +125,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         }
     };
     let herdr = settings.tool("herdr");
-    let herdr_on_path = view.find_binary("herdr").is_some();
+    // Looked up only inside a herdr pane: most launches are not, and need no PATH search for it.
+    let herdr_on_path = std::env::var_os("HERDR_ENV").is_some_and(|v| v == "1")
+        && view.find_binary("herdr").is_some();
     let planned = super::filters::plan(
         &mut spec,
         herdr.choice("mode", "auto"),
