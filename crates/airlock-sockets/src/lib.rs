@@ -1,4 +1,4 @@
-//! airlock-sockets: what every filter of a host control socket shares (herdr's today; kitty's and
+//! airlock-sockets: what every filter of a host control socket shares (herdr's and kitty's;
 //! Docker's next). The host's real socket is never mounted into a sandbox; a filter's own socket is,
 //! and this crate owns its life:
 //!
@@ -15,13 +15,16 @@
 //!
 //! And the kitty filter's decisions ([`kitty`]): kitty's remote-control frames, strictly decoded,
 //! each command allowed only by a capability a tool declared, launches pinned to a tool's resolved
-//! program, windows owned only when kitty's own answer says the sandbox made them. Not wired into
-//! a launch yet: no tool in the catalog declares a kitty capability.
+//! program, windows owned only when kitty's own answer says the sandbox made them; and the
+//! overlay launches both terminals run for revdiff ([`overlay`]): the launcher's command read
+//! without a shell, run as airlock's own pinned script, its output handed back without
+//! following a link the sandbox made.
 
 pub mod kitty;
 mod lifecycle;
 mod line;
 mod log;
+pub mod overlay;
 pub mod strict;
 
 pub use lifecycle::{Filter, SessionSockets, serve};

@@ -211,6 +211,8 @@ impl HostView {
         for tmp in ["/tmp", "/var/tmp", "/dev/shm"] {
             dirs.push((PathBuf::from(tmp), SHARED_TMP));
         }
+        // revdiff's shared temp directories: written by sandboxes, seen by the host.
+        dirs.push((self.xdg_cache().join("airlock/tmp"), SHARED_TMP));
         let resolved: Vec<_> = dirs
             .iter()
             .filter_map(|(dir, why)| {

@@ -343,10 +343,11 @@ fn keys(tool: &dyn Tool) -> Vec<KeyInfo> {
                 kind: match spec.kind {
                     KeyKind::Bool => "bool",
                     KeyKind::Choice(_) => "string",
+                    KeyKind::List(..) => "list",
                 },
                 values: match spec.kind {
                     KeyKind::Bool => Vec::new(),
-                    KeyKind::Choice(values) => values.to_vec(),
+                    KeyKind::Choice(values) | KeyKind::List(values, _) => values.to_vec(),
                 },
                 default: spec.default,
                 help: spec.help,

@@ -74,6 +74,14 @@ impl ToolConfig {
         }
     }
 
+    /// A list key, or empty when unset.
+    pub fn list(&self, key: &str) -> &[String] {
+        match self.values.get(key) {
+            Some(ToolValue::Strings(items)) => items,
+            _ => &[],
+        }
+    }
+
     /// A string key, or `default` when unset.
     pub fn choice<'a>(&'a self, key: &str, default: &'a str) -> &'a str {
         match self.values.get(key) {
@@ -159,6 +167,19 @@ fn validate_tool(
                     (KeyKind::Choice(choices), ToolValue::String(s))
                         if choices.contains(&s.as_str()) => {}
                     (KeyKind::Choice(choices), _) => return Err(bad(one_of(choices))),
+                    (KeyKind::List(choices, refused), ToolValue::Strings(items)) => {
+                        for item in items {
+                            if let Some((_, why)) = refused.iter().find(|(r, _)| r == item) {
+                                return Err(bad(format!("a list without \"{item}\" ({why})")));
+                            }
+                            if !choices.contains(&item.as_str()) {
+                                return Err(bad(format!("a list of {}", one_of(choices))));
+                            }
+                        }
+                    }
+                    (KeyKind::List(choices, _), _) => {
+                        return Err(bad(format!("a list of {}", one_of(choices))));
+                    }
                 }
                 config.values.insert(key.clone(), setting.value.clone());
             }

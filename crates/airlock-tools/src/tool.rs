@@ -134,6 +134,12 @@ pub enum KeyKind {
     Bool,
     /// A string, one of these.
     Choice(&'static [&'static str]),
+    /// A list of strings, each one of the first list; the second names values that are refused
+    /// with their own reason (`launch_*` in `[tools.kitty] extra_capabilities`).
+    List(
+        &'static [&'static str],
+        &'static [(&'static str, &'static str)],
+    ),
 }
 
 /// One key a tool accepts in its `[tools.<name>]` table (besides `enabled` and `mount_mode`).

@@ -51,6 +51,9 @@ pub enum Command {
     AgentWrappers(crate::commands::agents::AgentWrappersCommand),
     /// Run an agent sandboxed: in this directory's sandbox, or as itself when already inside one
     RunAgent(crate::commands::agents::RunAgentArgs),
+    /// Hand an overlay's output to the shared temp directory (run by airlock's launch scripts)
+    #[command(hide = true)]
+    OverlayHandoff(crate::commands::overlay::HandoffArgs),
     #[command(external_subcommand)]
     External(Vec<String>),
 }

@@ -10,7 +10,7 @@ use std::ffi::OsString;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
-use super::{AgentReporting, FilterPolicy, session_dir};
+use super::{AgentReporting, FilterPolicy, LaunchOverlay, session_dir};
 
 /// The host environment variables herdr sets in a pane that the sandbox gets as they are.
 pub const PASSED_ENV: &[&str] = &[
@@ -78,13 +78,15 @@ fn ping(socket: &Path) -> std::io::Result<()> {
 pub const REPORTING_AGENTS: &[&str] = &["claude", "pi", "codex"];
 
 /// Decides for one launch. `argv` is the command the sandbox runs (a direct agent launch when its
-/// program is one of [`REPORTING_AGENTS`]); `mode` is `[tools.herdr] mode`.
+/// program is one of [`REPORTING_AGENTS`]); `mode` is `[tools.herdr] mode`; `launch_overlay` is
+/// revdiff's capability when revdiff is a tool of this launch.
 pub fn activation(
     mode: &str,
     herdr_on_path: bool,
     argv: &[String],
     home: &Path,
     env: &dyn Fn(&str) -> Option<OsString>,
+    launch_overlay: Option<LaunchOverlay>,
 ) -> Result<Activation, String> {
     let enforce = mode == "enforce";
     if mode == "disabled" || env("HERDR_ENV").is_none_or(|v| v != "1") || !herdr_on_path {
@@ -106,7 +108,7 @@ pub fn activation(
         }
         _ => None,
     };
-    if agent_reporting.is_none() && !enforce {
+    if agent_reporting.is_none() && launch_overlay.is_none() && !enforce {
         return Ok(Activation::Off);
     }
     let socket = host_socket(home, env);
@@ -121,7 +123,7 @@ pub fn activation(
             ))
         } else {
             Ok(Activation::Warn(format!(
-                "{why}: the sandbox starts without herdr (agent session reports are off)"
+                "{why}: the sandbox starts without herdr (agent session reports and overlays are off)"
             )))
         };
     }
@@ -129,6 +131,7 @@ pub fn activation(
         policy: FilterPolicy {
             notify: false,
             agent_reporting,
+            launch_overlay,
         },
         host_socket: socket,
     })

@@ -19,14 +19,14 @@ pub enum MethodRule {
     /// `pane.release_agent`, with `agent_reporting`.
     ReleaseAgent,
     /// `tab.create`, `tab.close`, `pane.send_input`: the `launch_overlay` capability, which runs
-    /// a command on the host and so needs ownership of the tab it created. Denied until that
-    /// ownership table exists.
+    /// a command on the host, and only in a tab herdr said the sandbox created (see
+    /// [`super::Owned`]).
     LaunchOverlay(LaunchMethod),
     /// Never allowed, whatever the policy says.
     Denied(DeniedGroup),
 }
 
-/// The three methods of `launch_overlay`; the ownership table will key on them.
+/// The three methods of `launch_overlay`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LaunchMethod {
     TabCreate,

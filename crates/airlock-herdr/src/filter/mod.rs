@@ -4,17 +4,24 @@
 //! `pane.send_text` types into any pane, `worktree.*` mutates git, `plugin.*` loads code and
 //! `server.stop` stops the server. A sandbox only ever gets a proxy socket, and this module
 //! decides what crosses it: `ping` always, `notification.show` with `notify`, the three agent
-//! reports with `agent_reporting` (bound to the host's pane id and launched agent), nothing else.
+//! reports with `agent_reporting` (bound to the host's pane id and launched agent), and with
+//! `launch_overlay` a `tab.create` followed by `tab.close` / `pane.send_input` on the tab and
+//! pane herdr said it created (one command line, rewritten by the policy's [`ScriptLauncher`]);
+//! nothing else.
 //!
-//! [`decide`] is pure code: no sockets, no clock, no environment. [`serve`] hands it the first
-//! line a client sends and acts on the [`Decision`] (the listener's life is airlock-sockets');
-//! [`activate`] decides whether a launch gets the filter at all. The
-//! `launch_overlay` capability (`tab.create`, `tab.close`, `pane.send_input`) is not here yet
-//! and those methods are denied.
+//! [`decide`] is pure code: no sockets, no clock, no environment (the launcher it may call is
+//! the policy's). It judges a line under a [`FilterPolicy`] and the [`Owned`] table;
+//! [`observe_response`], pure as well, records in that table what herdr answered to a
+//! forwarded `tab.create` or `tab.close`, which is the only way ids enter or leave it. [`serve`]
+//! hands `decide` the first line a client sends, acts on the [`Decision`] and passes herdr's
+//! answer to `observe_response` before relaying it (the listener's life is airlock-sockets');
+//! [`activate`] decides whether a launch gets the filter at all.
 
 pub mod activate;
 mod decode;
+mod launch;
 mod methods;
+mod owned;
 mod params;
 mod policy;
 pub mod serve;
@@ -27,13 +34,15 @@ use serde::Serialize;
 
 pub use decode::{DecodeError, Envelope, MAX_DEPTH, MAX_LINE_BYTES, ParamsMismatch};
 pub use decode::{decode_line, decode_params};
+pub use launch::{COMMAND_MAX_BYTES, ENTER, LABEL_MAX_CHARS};
 pub use methods::{DeniedGroup, LaunchMethod, MethodRule, UNRECOGNISED_METHOD, loggable, rule_for};
+pub use owned::{MAX_ID_BYTES, MAX_OWNED_TABS, Observed, Owned, observe_response};
 pub use params::{
     EmptyParams, NotificationShowParams, NotificationSound, PaneAgentState, PaneSendInputParams,
     ReleaseAgentParams, ReportAgentParams, ReportAgentSessionParams, TabCreateParams,
     TabTargetParams, ToastPosition,
 };
-pub use policy::{AgentReporting, FilterPolicy};
+pub use policy::{AgentReporting, FilterPolicy, LaunchOverlay, ScriptLauncher};
 pub use policy::{BODY_MAX_CHARS, MESSAGE_MAX_CHARS, SOURCE_MAX_CHARS, TITLE_MAX_CHARS};
 pub use session::{MAX_SESSION_ID_BYTES, MAX_SESSION_PATH_BYTES, SessionPathError};
 pub use session::{check_session_path, session_dir, valid_session_id};
@@ -72,8 +81,9 @@ impl Decision {
     }
 }
 
-/// Decides one request line (with or without its trailing `\n`) under `policy`.
-pub fn decide(line: &[u8], policy: &FilterPolicy) -> Decision {
+/// Decides one request line (with or without its trailing `\n`) under `policy`, with `owned` the
+/// tabs and panes herdr said this sandbox created.
+pub fn decide(line: &[u8], policy: &FilterPolicy, owned: &Owned) -> Decision {
     let envelope = match decode_line(line) {
         Ok(envelope) => envelope,
         // herdr answers an undecodable request with an empty id; so does airlock.
@@ -81,7 +91,7 @@ pub fn decide(line: &[u8], policy: &FilterPolicy) -> Decision {
     };
     let id = envelope.id.clone();
     let method = loggable(&envelope.method).to_owned();
-    match policy::evaluate(envelope, policy) {
+    match policy::evaluate(envelope, policy, owned) {
         Ok(line) => Decision::Forward { line, method },
         Err(rule) => deny(&id, &method, rule),
     }

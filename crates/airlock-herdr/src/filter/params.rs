@@ -107,7 +107,7 @@ pub struct ReleaseAgentParams {
     pub seq: Option<u64>,
 }
 
-/// `tab.create`, for the `launch_overlay` rule (not enabled yet).
+/// `tab.create`, for the `launch_overlay` rule.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TabCreateParams {
@@ -131,14 +131,14 @@ pub struct TabCreateParams {
     pub focus: Option<bool>,
 }
 
-/// `tab.close` (`TabTarget`), for the `launch_overlay` rule (not enabled yet).
+/// `tab.close` (`TabTarget`), for the `launch_overlay` rule.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TabTargetParams {
     pub tab_id: String,
 }
 
-/// `pane.send_input`, for the `launch_overlay` rule (not enabled yet).
+/// `pane.send_input`, for the `launch_overlay` rule.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PaneSendInputParams {

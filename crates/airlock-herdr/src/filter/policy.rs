@@ -1,16 +1,20 @@
 //! What a sandbox may ask of herdr, and the checks each allowed method's params must pass.
 
+use std::fmt::Debug;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::decode::{Envelope, decode_params};
-use super::methods::{MethodRule, rule_for};
+use super::launch;
+use super::methods::{LaunchMethod, MethodRule, rule_for};
+use super::owned::Owned;
 use super::params::{
-    EmptyParams, NotificationShowParams, ReleaseAgentParams, ReportAgentParams,
-    ReportAgentSessionParams,
+    EmptyParams, NotificationShowParams, PaneSendInputParams, ReleaseAgentParams,
+    ReportAgentParams, ReportAgentSessionParams, TabCreateParams, TabTargetParams,
 };
 use super::session::{check_session_path, is_token, valid_session_id};
 
@@ -25,15 +29,42 @@ pub const SOURCE_MAX_CHARS: usize = 120;
 
 /// What one sandbox may do through the herdr filter, beyond `ping` which is always allowed.
 /// The default allows nothing else.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// Not `PartialEq`: [`LaunchOverlay`] holds a [`ScriptLauncher`], which has no equality.
+#[derive(Debug, Clone, Default)]
 pub struct FilterPolicy {
     /// The `notify` capability: `notification.show`.
     pub notify: bool,
     /// The `agent_reporting` capability, bound to the pane and agent of a direct
     /// `airlock <agent>` launch; `None` when either anchor is missing.
     pub agent_reporting: Option<AgentReporting>,
-    // `launch_overlay` (tab.create, tab.close, pane.send_input) will add its capability and the
-    // table of tab/pane ids taken from herdr's tab.create responses here.
+    /// The `launch_overlay` capability: `tab.create`, then `tab.close` / `pane.send_input` on
+    /// what herdr said it created (the [`Owned`] table, kept apart from the policy).
+    pub launch_overlay: Option<LaunchOverlay>,
+}
+
+/// The anchors of `launch_overlay`, all derived on the host.
+#[derive(Debug, Clone)]
+pub struct LaunchOverlay {
+    /// The workspace the sandbox's pane is in (host's HERDR_WORKSPACE_ID); tab.create may name
+    /// only it (or omit it).
+    pub workspace_id: Option<String>,
+    /// The project directory; tab.create's cwd may be absent or exactly this path.
+    pub project: PathBuf,
+    /// Turns the command line the sandbox asks to type (send_input text without the Enter) into
+    /// the one typed instead.
+    pub launcher: Arc<dyn ScriptLauncher>,
+}
+
+/// What makes the line a sandbox asks to type into its tab safe to run on the host: typically,
+/// reading the script it names once, validating it, copying it out of the sandbox's reach and
+/// naming the copy.
+pub trait ScriptLauncher: Send + Sync + Debug {
+    /// `command` is the text of a pane.send_input (e.g.
+    /// `sh /home/u/.cache/airlock/tmp/s1/revdiff-launch-abc`); returns the text to send instead
+    /// (e.g. `sh '/home/u/.cache/airlock/herdr-scripts/s1/launch-1'`), or the rule it broke (a
+    /// fixed string that never quotes the request).
+    fn relocate(&self, command: &str) -> Result<String, &'static str>;
 }
 
 /// The anchors of `agent_reporting`, all derived on the host, never from a report.
@@ -48,11 +79,16 @@ pub struct AgentReporting {
     pub session_dir: PathBuf,
 }
 
-/// The result of checking one request: the line to forward, or the rule it broke.
+/// The result of checking one request against `policy` and the tabs and panes the sandbox owns:
+/// the line to forward, or the rule it broke.
 ///
 /// The rule is `&'static str` on purpose: no byte of the request can end up in a denial or in
 /// the decision log, so a refused session id or path is never written anywhere.
-pub(crate) fn evaluate(envelope: Envelope, policy: &FilterPolicy) -> Result<Vec<u8>, &'static str> {
+pub(crate) fn evaluate(
+    envelope: Envelope,
+    policy: &FilterPolicy,
+    owned: &Owned,
+) -> Result<Vec<u8>, &'static str> {
     let Envelope { id, method, params } = envelope;
     let params = match rule_for(&method) {
         MethodRule::Ping => ping(params)?,
@@ -60,9 +96,17 @@ pub(crate) fn evaluate(envelope: Envelope, policy: &FilterPolicy) -> Result<Vec<
         MethodRule::ReportAgent => report_agent(params, reporting(policy)?)?,
         MethodRule::ReportAgentSession => report_agent_session(params, reporting(policy)?)?,
         MethodRule::ReleaseAgent => release_agent(params, reporting(policy)?)?,
-        // The ownership table slots in here: tab.create forwarded and its response's tab and
-        // pane ids recorded; tab.close and pane.send_input allowed only for recorded ids.
-        MethodRule::LaunchOverlay(_) => return Err("launch_overlay capability not enabled"),
+        MethodRule::LaunchOverlay(method) => {
+            let launch = policy
+                .launch_overlay
+                .as_ref()
+                .ok_or("launch_overlay capability not enabled")?;
+            match method {
+                LaunchMethod::TabCreate => launch::tab_create(params, launch)?,
+                LaunchMethod::TabClose => launch::tab_close(params, owned)?,
+                LaunchMethod::PaneSendInput => launch::send_input(params, launch, owned)?,
+            }
+        }
         MethodRule::Denied(group) => return Err(group.rule()),
     };
     reserialise(&id, &method, &params)
@@ -71,12 +115,15 @@ pub(crate) fn evaluate(envelope: Envelope, policy: &FilterPolicy) -> Result<Vec<
 /// Validated params, ready to be serialised into the forwarded line (as the inner value alone).
 #[derive(Serialize)]
 #[serde(untagged)]
-enum Checked {
+pub(super) enum Checked {
     Empty(EmptyParams),
     Notification(NotificationShowParams),
     ReportAgent(ReportAgentParams),
     ReportAgentSession(ReportAgentSessionParams),
     ReleaseAgent(ReleaseAgentParams),
+    TabCreate(TabCreateParams),
+    TabTarget(TabTargetParams),
+    SendInput(PaneSendInputParams),
 }
 
 fn ping(params: Map<String, Value>) -> Result<Checked, &'static str> {
@@ -142,7 +189,7 @@ fn release_agent(
     Ok(Checked::ReleaseAgent(params))
 }
 
-fn schema<T: DeserializeOwned>(params: Map<String, Value>) -> Result<T, &'static str> {
+pub(super) fn schema<T: DeserializeOwned>(params: Map<String, Value>) -> Result<T, &'static str> {
     decode_params(params).map_err(|_| "params do not match herdr's schema")
 }
 

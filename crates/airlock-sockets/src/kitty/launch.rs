@@ -111,15 +111,41 @@ pub(super) fn check(
         check_title(title.as_deref())?;
     }
     let args = launch.args.as_deref().unwrap_or_default();
-    check_command(args, &policy.launch_patterns)?;
+    let current_cwd = launch.cwd.as_deref() == Some("current");
+    let args = launch_args(args, current_cwd, policy)?;
     Ok(Allowed {
         cmd: if waits {
             Command::LaunchAndWait
         } else {
             Command::Launch
         },
-        payload: Value::Object(forwarded(&launch, kind, waits)),
+        payload: Value::Object(forwarded(&launch, args, kind, waits)),
     })
+}
+
+/// The command kitty will run: airlock's script for a revdiff overlay, else the declared
+/// command as it was sent (after [`check_command`]). A launch that is neither gets the
+/// overlay's reason when revdiff is a tool (the likelier intent), the pattern's otherwise.
+/// `--cwd=current` (the window the user is in) is accepted only for an overlay, whose script
+/// changes to the project itself.
+fn launch_args(
+    args: &[String],
+    current_cwd: bool,
+    policy: &KittyPolicy,
+) -> Result<Vec<String>, &'static str> {
+    const CWD: &str = "launch --cwd is refused";
+    let declared = || {
+        if current_cwd {
+            return Err(CWD);
+        }
+        check_command(args, &policy.launch_patterns).map(|()| args.to_vec())
+    };
+    let Some(overlay) = &policy.overlay else {
+        return declared();
+    };
+    overlay
+        .relocate_argv(args)
+        .or_else(|reason| declared().map_err(|_| reason))
 }
 
 /// Which capability a window type needs. `background` (a process with no window), `clipboard`
@@ -192,7 +218,11 @@ fn check_refused(launch: &LaunchPayload) -> Result<(), &'static str> {
             launch.stdin_source.as_deref().is_some_and(|s| s != "none"),
             "launch --stdin-source other than none is refused",
         ),
-        (text(&launch.cwd), "launch --cwd is refused"),
+        // `current`: see `launch_args`.
+        (
+            text(&launch.cwd) && launch.cwd.as_deref() != Some("current"),
+            "launch --cwd is refused",
+        ),
         // User variables, colors and spacing are not dangerous, but nothing airlock runs needs
         // them, and `var:` is a match field other commands could then select windows by.
         (list(&launch.var), "launch --var is not supported"),
@@ -248,9 +278,13 @@ fn valid_async_id(id: &str) -> bool {
 
 /// The payload sent to kitty: the validated options only, and `type` always explicit so kitty
 /// opens the kind of window whose capability was checked even if its default changes.
-fn forwarded(launch: &LaunchPayload, kind: &str, waits: bool) -> Map<String, Value> {
+fn forwarded(
+    launch: &LaunchPayload,
+    args: Vec<String>,
+    kind: &str,
+    waits: bool,
+) -> Map<String, Value> {
     let mut out = Map::new();
-    let args = launch.args.clone().unwrap_or_default();
     out.insert("args".into(), Value::from(args));
     out.insert("type".into(), Value::from(kind));
     let texts = [

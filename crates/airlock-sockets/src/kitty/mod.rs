@@ -16,13 +16,14 @@
 //! - [`observe_response`] records the window a forwarded `launch` created, from kitty's answer.
 //! - [`filter_ls_response`] cuts kitty's answer to a forwarded `ls` down to owned windows.
 //!
-//! The connection loop (airlock-sockets' lifecycle) reads frames from the sandbox, calls
+//! The connection loop ([`serve`], on airlock-sockets' lifecycle) reads frames from the sandbox, calls
 //! [`decide`], and on a forward sends the frame to kitty and, when
 //! `expect_response` is set, reads exactly one answer frame: a
 //! [`Command::Launch`] answer goes through [`observe_response`] before being relayed, a
 //! [`Command::Ls`] answer is replaced by [`filter_ls_response`]'s. On a denial it writes the
 //! response and closes the connection, as it does on any [`FrameError`].
 
+pub mod activate;
 mod commands;
 mod decode;
 mod frame;
@@ -31,6 +32,7 @@ mod owned;
 mod pattern;
 mod policy;
 mod response;
+pub mod serve;
 
 #[cfg(test)]
 mod tests;
@@ -43,6 +45,7 @@ pub use owned::{MAX_OWNED_WINDOWS, Owned};
 pub use pattern::{ArgShape, LaunchPattern, MAX_FREE_ARG_BYTES, MAX_LAUNCH_ARGS, is_plain_word};
 pub use policy::{Capability, KittyPolicy, TITLE_MAX_CHARS};
 pub use response::{error_frame, filter_ls_response, observe_response};
+pub use serve::{KittyFilter, KittySocket};
 
 /// What to do with one request frame.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! What a sandbox may ask of kitty, and the dispatch from a decoded request to its checks.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -12,6 +13,7 @@ use super::frame::json_frame;
 use super::launch;
 use super::owned::{self, Owned};
 use super::pattern::LaunchPattern;
+use crate::overlay::RevdiffOverlay;
 
 /// The longest title (window, tab or OS window) airlock lets a sandbox set, in characters.
 pub const TITLE_MAX_CHARS: usize = 256;
@@ -117,7 +119,7 @@ impl Capability {
 }
 
 /// What one sandbox may do through the kitty filter. The default allows nothing.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct KittyPolicy {
     /// The capabilities the enabled tools declared (plus `extra_capabilities`, never `launch_*`).
     pub capabilities: BTreeSet<Capability>,
@@ -126,6 +128,9 @@ pub struct KittyPolicy {
     /// The host's `KITTY_WINDOW_ID`: the window airlock runs in. Requests may claim only this
     /// window as theirs, and `launch --match` may name only its tab.
     pub caller_window: Option<u64>,
+    /// revdiff's overlay launches: a launch of it is run as airlock's own script (see
+    /// [`crate::overlay`]); `None` when revdiff is not a tool of this session.
+    pub overlay: Option<Arc<RevdiffOverlay>>,
 }
 
 impl KittyPolicy {

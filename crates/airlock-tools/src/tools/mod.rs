@@ -17,6 +17,7 @@ mod fish;
 mod gemini;
 mod go;
 pub(crate) mod herdr;
+pub mod kitty;
 mod mise;
 mod node;
 mod nvim;
@@ -26,6 +27,7 @@ mod opencode;
 mod pi;
 mod powerlevel10k;
 mod python;
+mod revdiff;
 mod rtk;
 mod rust;
 mod starship;
@@ -49,6 +51,7 @@ pub(crate) fn all() -> Vec<Box<dyn Tool>> {
         Box::new(crate::git::Git),
         Box::new(go::Go),
         Box::new(herdr::Herdr),
+        Box::new(kitty::Kitty),
         Box::new(mise::Mise),
         Box::new(node::Node),
         Box::new(nvim::Nvim),
@@ -58,6 +61,7 @@ pub(crate) fn all() -> Vec<Box<dyn Tool>> {
         Box::new(pi::Pi),
         Box::new(powerlevel10k::Powerlevel10k),
         Box::new(python::Python),
+        Box::new(revdiff::Revdiff),
         Box::new(rtk::Rtk),
         Box::new(rust::Rust),
         Box::new(starship::Starship),

@@ -9,17 +9,29 @@ use std::time::Duration;
 
 use airlock_herdr::filter::activate::{self, Activation, PASSED_ENV};
 use airlock_herdr::filter::serve::HerdrFilter;
+use airlock_herdr::filter::{LaunchOverlay, ScriptLauncher};
 use airlock_sandbox::{MountOp, SandboxSpec};
-use airlock_sockets::{DecisionLog, Filter, SessionSockets};
+use airlock_sockets::overlay::RevdiffOverlay;
+use airlock_sockets::{DecisionLog, Filter, SessionSockets, kitty};
 
 /// How long a client of a filter may take to send its request, and to read the answer.
 const CLIENT_DEADLINE: Duration = Duration::from_secs(5);
 
-/// The filters planned for a launch; the session's socket directory goes when this is dropped.
+/// The filters planned for a launch; the session's socket directory and overlay scripts go
+/// when this is dropped (the filters' threads hold their policies until the process ends).
 #[derive(Default)]
 pub struct Filters {
     sockets: Option<SessionSockets>,
     pending: Vec<(UnixListener, Arc<dyn Filter>, Arc<DecisionLog>)>,
+    remove_on_drop: Vec<std::path::PathBuf>,
+}
+
+impl Drop for Filters {
+    fn drop(&mut self) {
+        for dir in &self.remove_on_drop {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 }
 
 impl Filters {
@@ -71,17 +83,78 @@ pub fn record_pane(spec: &SandboxSpec, state_dir: &Path) {
     }
 }
 
+/// The session's socket directory, made (and bound inside) by the first filter that needs it.
+fn session_sockets<'a>(
+    filters: &'a mut Filters,
+    spec: &mut SandboxSpec,
+    home: &Path,
+) -> anyhow::Result<&'a SessionSockets> {
+    if filters.sockets.is_none() {
+        let sockets = SessionSockets::create(&spec.state_root, home)?;
+        spec.mounts.push(MountOp::Bind {
+            source: sockets.host_dir().to_path_buf(),
+            target: sockets.inside_dir().to_path_buf(),
+            writable: false,
+        });
+        filters.sockets = Some(sockets);
+    }
+    Ok(filters.sockets.as_ref().expect("just made"))
+}
+
+/// Plans the kitty filter into `filters` (`[tools.kitty]`); a warning to print, if any.
+pub fn plan_kitty(
+    filters: &mut Filters,
+    spec: &mut SandboxSpec,
+    request: kitty::activate::Request<'_>,
+    home: &Path,
+) -> anyhow::Result<Option<String>> {
+    let env = |k: &str| std::env::var_os(k);
+    let (policy, host) =
+        match kitty::activate::activation(request, &env).map_err(anyhow::Error::msg)? {
+            kitty::activate::Activation::Off => return Ok(None),
+            kitty::activate::Activation::Warn(warning) => return Ok(Some(warning)),
+            kitty::activate::Activation::On { policy, host } => (policy, host),
+        };
+    let sockets = session_sockets(filters, spec, home)?;
+    let listener = sockets.bind("kitty")?;
+    let inside = sockets.inside_path("kitty");
+    spec.env.insert(
+        "KITTY_LISTEN_ON".into(),
+        format!("unix:{}", inside.display()),
+    );
+    for key in kitty::activate::PASSED_ENV {
+        if let Ok(value) = std::env::var(key) {
+            spec.env.insert((*key).into(), value);
+        }
+    }
+    let log = Arc::new(DecisionLog::open(&spec.state_root, "kitty"));
+    let filter: Arc<dyn Filter> = Arc::new(kitty::KittyFilter::new(policy, host));
+    filters.pending.push((listener, filter, log));
+    Ok(None)
+}
+
 /// Plans the herdr filter for `spec` (`[tools.herdr] mode`); a warning to print, if any.
 pub fn plan(
     spec: &mut SandboxSpec,
     mode: &str,
     herdr_on_path: bool,
     home: &Path,
+    overlay: Option<Arc<RevdiffOverlay>>,
 ) -> anyhow::Result<(Filters, Option<String>)> {
     let env = |k: &str| std::env::var_os(k);
     let mut filters = Filters::default();
+    if let Some(overlay) = &overlay {
+        filters
+            .remove_on_drop
+            .push(overlay.scripts.path().to_path_buf());
+    }
+    let launch_overlay = overlay.map(|launcher| LaunchOverlay {
+        workspace_id: std::env::var("HERDR_WORKSPACE_ID").ok(),
+        project: spec.project.clone(),
+        launcher: launcher as Arc<dyn ScriptLauncher>,
+    });
     let (policy, host_socket) =
-        match activate::activation(mode, herdr_on_path, &spec.argv, home, &env)
+        match activate::activation(mode, herdr_on_path, &spec.argv, home, &env, launch_overlay)
             .map_err(anyhow::Error::msg)?
         {
             Activation::Off => return Ok((filters, None)),
@@ -91,14 +164,10 @@ pub fn plan(
                 host_socket,
             } => (policy, host_socket),
         };
-    let sockets = SessionSockets::create(&spec.state_root, home)?;
+    let sockets = session_sockets(&mut filters, spec, home)?;
     let listener = sockets.bind("herdr")?;
     let host_dir = sockets.host_dir().to_path_buf();
-    spec.mounts.push(MountOp::Bind {
-        source: host_dir.clone(),
-        target: sockets.inside_dir().to_path_buf(),
-        writable: false,
-    });
+    let inside = sockets.inside_path("herdr");
     // Some herdr subcommands connect to the default path directly.
     spec.mounts.push(MountOp::Bind {
         source: host_dir.join("herdr.sock"),
@@ -107,7 +176,7 @@ pub fn plan(
     });
     spec.env.insert(
         "HERDR_SOCKET_PATH".into(),
-        sockets.inside_path("herdr").to_string_lossy().into_owned(),
+        inside.to_string_lossy().into_owned(),
     );
     for key in PASSED_ENV {
         if let Ok(value) = std::env::var(key) {
@@ -118,8 +187,8 @@ pub fn plan(
     let filter: Arc<dyn Filter> = Arc::new(HerdrFilter {
         policy,
         host_socket,
+        owned: Default::default(),
     });
     filters.pending.push((listener, filter, log));
-    filters.sockets = Some(sockets);
     Ok((filters, None))
 }

@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod filters;
 pub mod herdr;
 pub mod logs;
+pub mod overlay;
 pub mod run;
 pub mod sandboxes;
 pub mod tools;

@@ -1,7 +1,7 @@
 //! Strict decoding (invariant 5): one object, one line, one reading.
 
-use super::super::{FilterPolicy, MAX_LINE_BYTES, decide};
-use super::{denial_id, denied, forwarded, full_policy, request};
+use super::super::{FilterPolicy, MAX_LINE_BYTES};
+use super::{decide, denial_id, denied, forwarded, full_policy, request};
 
 const PING: &str = r#"{"id":"r1","method":"ping","params":{}}"#;
 

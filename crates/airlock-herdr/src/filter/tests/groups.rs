@@ -1,7 +1,7 @@
 //! Methods no policy allows, each denied with its group's rule.
 
-use super::super::{DeniedGroup, FilterPolicy, MethodRule, UNRECOGNISED_METHOD, decide, rule_for};
-use super::{denied, denied_with, full_policy, request};
+use super::super::{DeniedGroup, FilterPolicy, MethodRule, UNRECOGNISED_METHOD, rule_for};
+use super::{decide, denied, denied_with, full_policy, request};
 
 #[test]
 fn every_denied_group_is_denied_under_the_fullest_policy() {
@@ -55,7 +55,7 @@ fn every_denied_group_is_denied_under_the_fullest_policy() {
 }
 
 #[test]
-fn launch_overlay_methods_are_denied_for_now() {
+fn launch_overlay_methods_need_the_capability() {
     let cases = [
         ("tab.create", r#"{"cwd":"/tmp","focus":true}"#),
         ("tab.close", r#"{"tab_id":"w1:t1"}"#),

@@ -3,8 +3,10 @@
 
 mod decode;
 mod groups;
+mod launch;
 mod mutation;
 mod notify;
+mod owned;
 mod params;
 mod reports;
 mod session_dir;
@@ -13,7 +15,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use super::{AgentReporting, Decision, FilterPolicy, decide};
+use super::{AgentReporting, Decision, FilterPolicy, Owned};
 
 const PANE: &str = "w1:p2";
 
@@ -26,7 +28,13 @@ fn full_policy() -> FilterPolicy {
             agent: "claude".to_owned(),
             session_dir: PathBuf::from("/home/u/.claude/projects"),
         }),
+        launch_overlay: None,
     }
+}
+
+/// [`super::decide`] with nothing owned, for the rules that never look at the table.
+fn decide(line: &[u8], policy: &FilterPolicy) -> Decision {
+    super::decide(line, policy, &Owned::new())
 }
 
 /// A request line with id `r1`; `params` is JSON text.
@@ -44,10 +52,11 @@ fn forwarded(decision: Decision) -> String {
     }
 }
 
-/// Decides `line` under `policy`, expecting a denial; returns its log reason after checking the
-/// response line: one line of herdr's error JSON, id as given, message naming method and rule.
-fn denied_with(line: &[u8], policy: &FilterPolicy) -> String {
-    let decision = decide(line, policy);
+/// Decides `line` under `policy` and `owned`, expecting a denial; returns its log reason after
+/// checking the response line: one line of herdr's error JSON, id as given, message naming method
+/// and rule.
+fn denied_owning(line: &[u8], policy: &FilterPolicy, owned: &Owned) -> String {
+    let decision = super::decide(line, policy, owned);
     let Decision::Deny {
         response,
         method,
@@ -80,6 +89,11 @@ fn denied_with(line: &[u8], policy: &FilterPolicy) -> String {
         "short reason: {reason}"
     );
     reason
+}
+
+/// [`denied_owning`] with nothing owned.
+fn denied_with(line: &[u8], policy: &FilterPolicy) -> String {
+    denied_owning(line, policy, &Owned::new())
 }
 
 /// [`denied_with`] under [`full_policy`].

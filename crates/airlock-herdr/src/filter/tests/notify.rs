@@ -1,7 +1,7 @@
 //! `notification.show`: only with `notify`, bounded text, schema enums.
 
-use super::super::{FilterPolicy, decide};
-use super::{denied, denied_with, forwarded, full_policy, request};
+use super::super::FilterPolicy;
+use super::{decide, denied, denied_with, forwarded, full_policy, request};
 
 fn show(params: &str) -> Vec<u8> {
     request("notification.show", params)

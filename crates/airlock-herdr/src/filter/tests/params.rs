@@ -1,4 +1,4 @@
-//! The schema types on their own, including the `launch_overlay` ones no rule reaches yet.
+//! The schema types on their own, including the `launch_overlay` ones.
 
 use serde_json::{Map, Value, json};
 

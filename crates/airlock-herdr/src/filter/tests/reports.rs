@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use super::super::{AgentReporting, Decision, FilterPolicy, decide};
-use super::{PANE, denied, denied_with, forwarded, full_policy, request};
+use super::super::{AgentReporting, Decision, FilterPolicy};
+use super::{PANE, decide, denied, denied_with, forwarded, full_policy, request};
 
 const SESSIONS: &str = "/home/u/.claude/projects";
 
@@ -249,6 +249,7 @@ fn pis_auth_json_sits_outside_its_sessions_and_is_denied() {
             agent: "pi".to_owned(),
             session_dir: PathBuf::from("/home/u/.pi/agent/sessions"),
         }),
+        launch_overlay: None,
     };
     let line = |path: &str| {
         let params = format!(

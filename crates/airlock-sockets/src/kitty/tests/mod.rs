@@ -44,6 +44,7 @@ fn policy_with(capabilities: &[Capability]) -> KittyPolicy {
         capabilities: capabilities.iter().copied().collect(),
         launch_patterns: vec![revdiff()],
         caller_window: Some(CALLER),
+        overlay: None,
     }
 }
 
