@@ -141,3 +141,92 @@ fn a_herdr_overlay_runs_airlocks_copy_in_the_tab_herdr_made_for_it() {
     let left: Vec<_> = fs::read_dir(&scripts).map_or(Vec::new(), |d| d.flatten().collect());
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A `tab.create` herdr never answers, while `ping`s go on: argv none.
+const STALL_CLIENT: &str = r##"
+import json, os, socket, threading, time
+path = os.environ["HERDR_SOCKET_PATH"]
+def call(name, method, params):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    s.sendall(json.dumps({"id": name, "method": method, "params": params}).encode() + b"\n")
+    s.settimeout(30)
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    print(name + "=" + data.decode().strip(), flush=True)
+stalled = threading.Thread(target=call, args=("create", "tab.create", {}))
+stalled.start()
+time.sleep(0.3)
+started = time.time()
+call("ping", "ping", {})
+print("ping_ms=%d" % ((time.time() - started) * 1000), flush=True)
+stalled.join()
+"##;
+
+#[test]
+fn a_tab_create_herdr_never_answers_times_out_and_other_requests_are_served() {
+    if !sandbox_starts() || !std::path::Path::new("/usr/bin/python3").exists() {
+        eprintln!("skipped: the sandbox or python3 is not available here");
+        return;
+    }
+    let Ok(tools) = tempfile::tempdir_in(HOST_TOOLS) else {
+        eprintln!("skipped: {HOST_TOOLS} is not writable (scripts/test creates it as root)");
+        return;
+    };
+    let h = TestHome::new("home/code/app");
+    let socket = h.root.join("herdr-host/herdr.sock");
+    fs::create_dir_all(socket.parent().unwrap()).unwrap();
+    let herdr = FakeHerdr::start(&socket);
+    herdr.stall("tab.create");
+    let bin = h.root.join("bin");
+    write(&bin.join("herdr"), "#!/bin/sh\nexit 0\n");
+    fs::set_permissions(bin.join("herdr"), fs::Permissions::from_mode(0o755)).unwrap();
+    write(&tools.path().join("revdiff"), "#!/bin/sh\nexit 0\n");
+    fs::set_permissions(
+        tools.path().join("revdiff"),
+        fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    write(&h.project.join("stall.py"), STALL_CLIENT);
+    let path = format!("{}:{}:/usr/bin:/bin", bin.display(), tools.path().display());
+    let out = h
+        .airlock(&["run", "--network", "none", "--", "python3", "stall.py"])
+        .env("PATH", &path)
+        .env("HERDR_ENV", "1")
+        .env("HERDR_SOCKET_PATH", &socket)
+        .env("HERDR_PANE_ID", "w1:p2")
+        .output()
+        .expect("airlock");
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", report(&out));
+    assert_eq!(answer(&text, "ping")["result"]["type"], "pong", "{text}");
+    let ping_ms: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("ping_ms="))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(
+        ping_ms < 5000,
+        "ping waited for the stalled request: {ping_ms} ms"
+    );
+    let create = answer(&text, "create");
+    assert_eq!(create["error"]["code"], "server_unavailable", "{text}");
+    let log = fs::read_to_string(
+        fs::read_dir(h.sandboxes())
+            .unwrap()
+            .flatten()
+            .next()
+            .unwrap()
+            .path()
+            .join("logs/internal/herdr.log"),
+    )
+    .unwrap();
+    assert!(
+        log.contains("tab.create allow the host's herdr did not answer in time"),
+        "{log}"
+    );
+}

@@ -307,3 +307,139 @@ fn kitty_log(h: &TestHome) -> PathBuf {
         .expect("a sandbox");
     entry.path().join("logs/internal/kitty.log")
 }
+
+/// Each bad input on a connection of its own, then a good request: what kitty received, and the
+/// answers. argv: none.
+const BAD_CLIENT: &str = r#"
+import os, socket, sys, time
+sock = os.environ["KITTY_LISTEN_ON"][len("unix:"):]
+P, S = b"\x1bP@kitty-cmd", b"\x1b\\"
+def send(name, data):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sock)
+    got = b""
+    try:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+    except OSError:
+        got += b"(closed while sending) "
+    s.settimeout(20)
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    except OSError as e:
+        got += b"client:" + str(e).encode()
+    print(name + "=" + got.decode(errors="replace").replace("\n", " "))
+send("huge", P + b'{"cmd":"ls","payload":{"x":"' + b"a" * (2 << 20) + b'"}}' + S)
+send("utf8", P + b'{"cmd":"ls","version":[0,35,2],"payload":{"x":"\xff\xfe"}}' + S)
+send("deep", P + b"[" * 10000 + b"]" * 10000 + S)
+send("stray", b"GET / HTTP/1.1\r\n\r\n")
+half = socket.socket(socket.AF_UNIX)
+half.connect(sock)
+half.sendall(P + b'{"cmd":"ls"')
+send("denied", P + b'{"cmd":"ls","version":[0,35,2],"payload":{}}' + S)
+send("unknown", P + b'{"cmd":"load-config","version":[0,35,2],"payload":{}}' + S)
+print("half_open=still")
+"#;
+
+#[test]
+fn bad_frames_are_refused_without_reaching_kitty_and_the_filter_keeps_serving() {
+    let Some(w) = World::new() else { return };
+    write(&w.h.project.join("bad.py"), BAD_CLIENT);
+    let out =
+        w.h.airlock(&["run", "--network", "none", "--", "python3", "bad.py"])
+            .env("PATH", &w.path)
+            .env("KITTY_LISTEN_ON", format!("unix:{}", w.socket.display()))
+            .env("KITTY_WINDOW_ID", "1")
+            .output()
+            .expect("airlock");
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", report(&out));
+    for name in ["huge", "utf8", "deep", "stray", "denied", "unknown"] {
+        let answer = line(&text, &format!("{name}="));
+        assert!(
+            answer.contains("\"ok\":false") && answer.contains("airlock"),
+            "{name}: {answer}\n{}",
+            report(&out)
+        );
+    }
+    assert!(line(&text, "denied=").contains("list_owned capability not enabled"));
+    assert!(text.contains("half_open=still"));
+    // The launch's liveness check connects; no frame of the sandbox's reached kitty.
+    assert!(
+        w.kitty.frames().is_empty(),
+        "reached kitty: {:?}",
+        w.kitty.received()
+    );
+    let log = fs::read_to_string(kitty_log(&w.h)).unwrap();
+    assert!(
+        log.lines().filter(|l| l.contains(" deny ")).count() >= 6,
+        "{log}"
+    );
+}
+
+#[test]
+fn tools_check_kitty_says_whether_the_filter_is_active_or_what_is_missing() {
+    let Some(w) = World::new() else { return };
+    let check = |listen_on: Option<&str>| {
+        let mut cmd =
+            w.h.airlock(&["tools", "check", "--fast", "--json", "kitty"]);
+        cmd.env("PATH", &w.path);
+        if let Some(v) = listen_on {
+            cmd.env("KITTY_LISTEN_ON", v);
+        }
+        let out = cmd.output().expect("airlock");
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        report["tools"][0]["notes"].to_string()
+    };
+    let on = check(Some(&format!("unix:{}", w.socket.display())));
+    assert!(on.contains("capabilities: launch_overlay"), "{on}");
+    assert!(on.contains("filter: active for a launch from here"), "{on}");
+    let off = check(None);
+    assert!(off.contains("KITTY_LISTEN_ON is not set"), "{off}");
+    let tcp = check(Some("tcp:localhost:1234"));
+    assert!(tcp.contains("is not a unix: socket"), "{tcp}");
+}
+
+#[test]
+fn the_shared_temp_dir_is_tmpdir_at_the_same_path_and_reclaimed_per_project() {
+    let Some(w) = World::new() else { return };
+    let run = || {
+        w.h.airlock(&[
+            "run",
+            "--network",
+            "none",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$TMPDIR\"; echo kept > \"$TMPDIR/scratch\"",
+        ])
+        .env("PATH", &w.path)
+        .output()
+        .expect("airlock")
+    };
+    let first = run();
+    assert!(first.status.success(), "{}", report(&first));
+    let dir = PathBuf::from(stdout(&first).trim());
+    let root = w.h.home.join(".cache/airlock/tmp");
+    assert_eq!(dir.parent(), Some(root.as_path()), "{}", dir.display());
+    // The same path on the host, and what the sandbox wrote is there.
+    assert_eq!(fs::read_to_string(dir.join("scratch")).unwrap(), "kept\n");
+    let name = dir.file_name().unwrap().to_str().unwrap();
+    let sandbox = name.rsplit_once('.').unwrap().0;
+    let dead = root.join(format!("{sandbox}.4194304"));
+    let live = root.join(format!("{sandbox}.1"));
+    let other = root.join("other-project-0a1b2c3d.4194304");
+    for d in [&dead, &live, &other] {
+        fs::create_dir_all(d).unwrap();
+    }
+    let second = run();
+    assert!(second.status.success(), "{}", report(&second));
+    assert!(!dir.exists(), "the first session's dir is reclaimed");
+    assert!(!dead.exists(), "a dead session's dir is reclaimed");
+    assert!(live.exists(), "a live session's dir is kept");
+    assert!(other.exists(), "another project's dir is never touched");
+}

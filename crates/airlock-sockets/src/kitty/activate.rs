@@ -89,3 +89,53 @@ pub fn activation(
         host,
     })
 }
+
+/// What `airlock tools check kitty` says: the mode, the capabilities a launch from here gets, and
+/// whether the filter would be active, or what is missing.
+pub fn check_notes(
+    mode: &str,
+    kitty_on_path: bool,
+    capabilities: &BTreeSet<Capability>,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> Vec<String> {
+    let mut notes = vec![format!("mode: {mode}")];
+    if mode == "disabled" {
+        notes.push("the filter is off: no kitty socket inside".into());
+        return notes;
+    }
+    let names: Vec<&str> = capabilities.iter().map(|c| c.as_str()).collect();
+    notes.push(if names.is_empty() {
+        "capabilities: none (no enabled tool declares one; revdiff on PATH would)".into()
+    } else {
+        format!("capabilities: {}", names.join(", "))
+    });
+    let mut missing = Vec::new();
+    let listen_on = env("KITTY_LISTEN_ON").filter(|v| !v.is_empty());
+    match &listen_on {
+        None => missing
+            .push("KITTY_LISTEN_ON is not set (not inside kitty with remote control)".to_owned()),
+        Some(value) => match KittySocket::parse(&value.to_string_lossy()) {
+            Err(why) => missing.push(why),
+            Ok(socket) => {
+                if socket.connect().is_err() {
+                    missing.push(format!(
+                        "kitty's socket {} does not accept connections",
+                        value.to_string_lossy()
+                    ));
+                }
+            }
+        },
+    }
+    if !kitty_on_path {
+        missing.push("kitty is not on PATH".to_owned());
+    }
+    if names.is_empty() && mode != "enforce" {
+        missing.push("no capability applies".to_owned());
+    }
+    notes.push(if missing.is_empty() {
+        "filter: active for a launch from here".to_owned()
+    } else {
+        format!("filter: off here: {}", missing.join("; "))
+    });
+    notes
+}

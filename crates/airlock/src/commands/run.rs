@@ -365,6 +365,30 @@ fn locate_project(paths: &XdgPaths, cwd: &Path, flag: Option<&Path>) -> anyhow::
 }
 
 /// Says once per user (a marker in the state dir) that writes are confined by mounts alone.
+/// Whether revdiff is a tool of this launch (enabled, on PATH): it declares `launch_overlay`.
+fn revdiff_declared(settings: &airlock_tools::Settings, view: &airlock_tools::HostView) -> bool {
+    settings.tool("revdiff").enabled && view.find_binary("revdiff").is_some()
+}
+
+/// The kitty capabilities of a launch: the enabled tools' (revdiff: `launch_overlay`) and
+/// `[tools.kitty] extra_capabilities` (checked by the config layer: never `launch_*`).
+pub fn kitty_capabilities(
+    settings: &airlock_tools::Settings,
+    view: &airlock_tools::HostView,
+) -> std::collections::BTreeSet<airlock_sockets::kitty::Capability> {
+    use airlock_sockets::kitty::Capability;
+    let mut capabilities: std::collections::BTreeSet<Capability> = settings
+        .tool("kitty")
+        .list("extra_capabilities")
+        .iter()
+        .filter_map(|name| Capability::parse(name))
+        .collect();
+    if revdiff_declared(settings, view) {
+        capabilities.insert(Capability::LaunchOverlay);
+    }
+    capabilities
+}
+
 /// The socket filters of a launch, and revdiff's shared temp directory and overlay, which
 /// two of them (kitty, herdr) run its launches as.
 fn plan_filters(
@@ -374,8 +398,8 @@ fn plan_filters(
     home: &Path,
     herdr_on_path: bool,
 ) -> anyhow::Result<(super::filters::Filters, Vec<String>)> {
-    use airlock_sockets::kitty::{Capability, activate::Request};
-    let revdiff = settings.tool("revdiff").enabled && view.find_binary("revdiff").is_some();
+    use airlock_sockets::kitty::activate::Request;
+    let revdiff = revdiff_declared(settings, view);
     let overlay = if revdiff {
         let shared = super::overlay::shared_tmp(spec, view)?;
         super::overlay::revdiff_overlay(spec, view, &shared)?
@@ -392,14 +416,7 @@ fn plan_filters(
     )?;
     let mut warnings: Vec<String> = herdr_warning.into_iter().collect();
     let kitty = settings.tool("kitty");
-    let mut capabilities: std::collections::BTreeSet<Capability> = kitty
-        .list("extra_capabilities")
-        .iter()
-        .filter_map(|name| Capability::parse(name))
-        .collect();
-    if revdiff {
-        capabilities.insert(Capability::LaunchOverlay);
-    }
+    let capabilities = kitty_capabilities(settings, view);
     let kitty_on_path = std::env::var_os("KITTY_LISTEN_ON").is_some_and(|v| !v.is_empty())
         && view.find_binary("kitty").is_some();
     let request = Request {

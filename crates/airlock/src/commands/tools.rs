@@ -134,6 +134,15 @@ pub fn run(command: ToolsCommand) -> anyhow::Result<i32> {
                     &|k| std::env::var_os(k),
                 );
             }
+            if let Some(kitty) = report.tools.iter_mut().find(|t| t.name == "kitty") {
+                let config = cx.settings.tool("kitty");
+                kitty.notes = airlock_sockets::kitty::activate::check_notes(
+                    config.choice("mode", "auto"),
+                    cx.host.find_binary("kitty").is_some(),
+                    &super::run::kitty_capabilities(&cx.settings, &cx.host),
+                    &|k| std::env::var_os(k),
+                );
+            }
             if !fast {
                 check_inside(&cx, &mut report)?;
             }
