@@ -443,3 +443,78 @@ fn the_shared_temp_dir_is_tmpdir_at_the_same_path_and_reclaimed_per_project() {
     assert!(live.exists(), "a live session's dir is kept");
     assert!(other.exists(), "another project's dir is never touched");
 }
+
+/// A launch, then owned-window commands on one connection. argv: the revdiff path.
+const OWNED_CLIENT: &str = r#"
+import json, os, socket, sys
+revdiff = sys.argv[1]
+tmp = os.environ["TMPDIR"]
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ["KITTY_LISTEN_ON"][len("unix:"):])
+P, S = b"\x1bP@kitty-cmd", b"\x1b\\"
+buf = b""
+def call(name, cmd, payload):
+    global buf
+    s.sendall(P + json.dumps({"cmd": cmd, "version": [0, 35, 2], "payload": payload}).encode() + S)
+    while S not in buf:
+        chunk = s.recv(65536)
+        if not chunk:
+            print(name + "=closed")
+            return None
+        buf += chunk
+    frame, buf = buf.split(S, 1)
+    print(name + "=" + frame[len(P):].decode())
+    return json.loads(frame[len(P):])
+launched = call("launch", "launch", {"args": [revdiff, "--output=" + tmp + "/o"], "type": "overlay"})
+own = launched["data"]
+call("ls", "ls", {})
+call("close-own", "close-window", {"match": "id:" + own})
+call("close-user", "close-window", {"match": "id:2"})
+"#;
+
+#[test]
+fn owned_window_commands_reach_kitty_only_for_the_sandboxs_own_windows() {
+    let Some(w) = World::new() else { return };
+    w.h.config("[tools.kitty]\nextra_capabilities = [\"close_owned\", \"list_owned\"]\n");
+    write(&w.h.project.join("owned.py"), OWNED_CLIENT);
+    let revdiff = w.revdiff().display().to_string();
+    let out =
+        w.h.airlock(&[
+            "run",
+            "--network",
+            "none",
+            "--",
+            "python3",
+            "owned.py",
+            &revdiff,
+        ])
+        .env("PATH", &w.path)
+        .env("KITTY_LISTEN_ON", format!("unix:{}", w.socket.display()))
+        .env("KITTY_WINDOW_ID", "1")
+        .output()
+        .expect("airlock");
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", report(&out));
+    let launched: serde_json::Value = serde_json::from_str(line(&text, "launch=")).unwrap();
+    assert_eq!(launched["data"], "100", "{text}");
+    let ls = line(&text, "ls=");
+    assert!(
+        ls.contains("100") && !ls.contains("FAKE_KITTY_SECRET_VALUE"),
+        "{ls}"
+    );
+    assert!(
+        !ls.contains("\\\"id\\\": 2") && !ls.contains("\\\"id\\\":2"),
+        "the user's window is listed: {ls}"
+    );
+    assert!(line(&text, "close-own=").contains("\"ok\":true"), "{text}");
+    assert!(
+        line(&text, "close-user=").contains("\"ok\":false"),
+        "{text}"
+    );
+    // kitty saw the launch, the ls and one close-window: of window 100.
+    let commands = w.kitty.commands();
+    assert_eq!(commands, ["launch", "ls", "close-window"], "{commands:?}");
+    let close = &w.kitty.requests_for("close-window")[0];
+    assert_eq!(close["payload"]["match"], "id:100");
+    assert_eq!(w.kitty.windows(), [1, 2]);
+}
