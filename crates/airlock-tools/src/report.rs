@@ -344,9 +344,10 @@ fn keys(tool: &dyn Tool) -> Vec<KeyInfo> {
                     KeyKind::Bool => "bool",
                     KeyKind::Choice(_) => "string",
                     KeyKind::List(..) => "list",
+                    KeyKind::Path => "path",
                 },
                 values: match spec.kind {
-                    KeyKind::Bool => Vec::new(),
+                    KeyKind::Bool | KeyKind::Path => Vec::new(),
                     KeyKind::Choice(values) | KeyKind::List(values, _) => values.to_vec(),
                 },
                 default: spec.default,
@@ -356,7 +357,11 @@ fn keys(tool: &dyn Tool) -> Vec<KeyInfo> {
                 name,
                 kind: "bool",
                 values: Vec::new(),
-                default: "true",
+                default: if tool.enabled_by_default() {
+                    "true"
+                } else {
+                    "false"
+                },
                 help: "false: the tool contributes nothing to the sandbox",
             },
             None => KeyInfo {

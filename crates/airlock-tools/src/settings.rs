@@ -121,6 +121,14 @@ impl Settings {
             };
             tools.insert(name.clone(), validate_tool(tool, keys)?);
         }
+        for tool in catalog.iter().filter(|t| !t.enabled_by_default()) {
+            tools
+                .entry(tool.name().to_owned())
+                .or_insert_with(|| ToolConfig {
+                    enabled: false,
+                    ..ToolConfig::default()
+                });
+        }
         Ok(Settings {
             overlay_default: profile.overlay_default,
             tools,
@@ -132,7 +140,10 @@ fn validate_tool(
     tool: &dyn Tool,
     keys: &BTreeMap<String, ToolSetting>,
 ) -> Result<ToolConfig, ToolConfigError> {
-    let mut config = ToolConfig::default();
+    let mut config = ToolConfig {
+        enabled: tool.enabled_by_default(),
+        ..ToolConfig::default()
+    };
     for (key, setting) in keys {
         let bad = |expected: String| ToolConfigError::BadValue {
             tool: tool.name().to_owned(),
@@ -177,6 +188,8 @@ fn validate_tool(
                             }
                         }
                     }
+                    (KeyKind::Path, ToolValue::String(s)) if s.starts_with('/') => {}
+                    (KeyKind::Path, _) => return Err(bad("an absolute path".into())),
                     (KeyKind::List(choices, _), _) => {
                         return Err(bad(format!("a list of {}", one_of(choices))));
                     }

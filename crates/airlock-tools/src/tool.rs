@@ -134,6 +134,8 @@ pub enum KeyKind {
     Bool,
     /// A string, one of these.
     Choice(&'static [&'static str]),
+    /// An absolute path (`[tools.docker] socket`).
+    Path,
     /// A list of strings, each one of the first list; the second names values that are refused
     /// with their own reason (`launch_*` in `[tools.kitty] extra_capabilities`).
     List(
@@ -226,6 +228,11 @@ pub trait Tool: Send + Sync {
     }
     /// Whether `mount_mode` applies (tools without home mounts do not accept it).
     fn has_mount_mode(&self) -> bool {
+        true
+    }
+    /// `enabled` when the tool has no table: false for the opt-in ones (docker, zellij), which
+    /// hand the sandbox a host daemon.
+    fn enabled_by_default(&self) -> bool {
         true
     }
 }

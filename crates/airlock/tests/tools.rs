@@ -74,7 +74,7 @@ fn list_all_json_has_every_tool_with_its_status() {
     assert!(out.status.success(), "{}", stderr(&out));
     let rows: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
     let rows = rows.as_array().expect("array");
-    assert_eq!(rows.len(), 30);
+    assert_eq!(rows.len(), 33);
     let find = |name: &str| rows.iter().find(|r| r["name"] == name).expect(name).clone();
     assert_eq!(find("claude")["status"], "disabled");
     assert_eq!(
@@ -146,7 +146,7 @@ fn info_reflects_the_configured_modes_and_json_shape() {
     assert_eq!(codex["mounts"][0]["mode"], "overlay");
     let all = w.run(&["tools", "info", "--all", "--json"]);
     let all: serde_json::Value = serde_json::from_str(&stdout(&all)).expect("json");
-    assert_eq!(all.as_array().map(Vec::len), Some(30));
+    assert_eq!(all.as_array().map(Vec::len), Some(33));
 }
 
 #[test]
@@ -157,8 +157,9 @@ fn info_of_an_unknown_tool_lists_the_known_ones() {
     assert_eq!(
         stderr(&out),
         "airlock: unknown tool \"vim\"; known tools: aider, bash, bun, claude, codex, copilot, cursor, \
-         deno, fish, gemini, git, go, herdr, kitty, mise, node, nvim, oh-my-posh, oh-my-zsh, \
-         opencode, pi, powerlevel10k, python, revdiff, rtk, rust, starship, tmux, uv, zsh\n"
+         deno, docker, fish, gemini, git, go, herdr, kitty, mise, node, nvim, oh-my-posh, \
+         oh-my-zsh, opencode, pi, portal, powerlevel10k, python, revdiff, rtk, rust, starship, \
+         tmux, uv, zellij, zsh\n"
     );
     let out = w.run(&["tools", "check", "claude", "vim"]);
     assert_eq!(out.status.code(), Some(125));
@@ -213,7 +214,7 @@ fn check_reports_a_dangling_tool_dir_and_json_has_the_same_rows() {
     );
     let json = w.run(&["tools", "check", "--fast", "--json"]);
     let report: serde_json::Value = serde_json::from_str(&stdout(&json)).expect("json");
-    assert_eq!(report["total"], 30);
+    assert_eq!(report["total"], 33);
     assert_eq!(report["available"], 2);
     let codex = report["tools"]
         .as_array()

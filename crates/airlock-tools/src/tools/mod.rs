@@ -13,6 +13,7 @@ mod codex;
 mod copilot;
 mod cursor;
 mod deno;
+mod docker;
 mod fish;
 mod gemini;
 mod go;
@@ -25,6 +26,7 @@ mod oh_my_posh;
 mod oh_my_zsh;
 mod opencode;
 mod pi;
+mod portal;
 mod powerlevel10k;
 mod python;
 mod revdiff;
@@ -33,6 +35,7 @@ mod rust;
 mod starship;
 mod tmux;
 mod uv;
+mod zellij;
 mod zsh;
 
 /// Every built-in tool.
@@ -46,6 +49,7 @@ pub(crate) fn all() -> Vec<Box<dyn Tool>> {
         Box::new(copilot::Copilot),
         Box::new(cursor::Cursor),
         Box::new(deno::Deno),
+        Box::new(docker::Docker),
         Box::new(fish::Fish),
         Box::new(gemini::Gemini),
         Box::new(crate::git::Git),
@@ -59,6 +63,7 @@ pub(crate) fn all() -> Vec<Box<dyn Tool>> {
         Box::new(oh_my_zsh::OhMyZsh),
         Box::new(opencode::Opencode),
         Box::new(pi::Pi),
+        Box::new(portal::Portal),
         Box::new(powerlevel10k::Powerlevel10k),
         Box::new(python::Python),
         Box::new(revdiff::Revdiff),
@@ -67,6 +72,7 @@ pub(crate) fn all() -> Vec<Box<dyn Tool>> {
         Box::new(starship::Starship),
         Box::new(tmux::Tmux),
         Box::new(uv::Uv),
+        Box::new(zellij::Zellij),
         Box::new(zsh::Zsh),
     ]
 }

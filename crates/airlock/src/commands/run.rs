@@ -128,7 +128,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     // Looked up only inside a herdr pane: most launches are not, and need no PATH search for it.
     let herdr_on_path = std::env::var_os("HERDR_ENV").is_some_and(|v| v == "1")
         && view.find_binary("herdr").is_some();
-    let planned = plan_filters(&mut spec, &settings, &view, &facts.home, herdr_on_path);
+    let planned = super::filters::plan(&mut spec, &settings, &view, &facts.home, herdr_on_path);
     if herdr.choice("mode", "auto") != "disabled" {
         super::filters::record_pane(&spec, &paths.state_dir());
     }
@@ -365,72 +365,6 @@ fn locate_project(paths: &XdgPaths, cwd: &Path, flag: Option<&Path>) -> anyhow::
 }
 
 /// Says once per user (a marker in the state dir) that writes are confined by mounts alone.
-/// Whether revdiff is a tool of this launch (enabled, on PATH): it declares `launch_overlay`.
-fn revdiff_declared(settings: &airlock_tools::Settings, view: &airlock_tools::HostView) -> bool {
-    settings.tool("revdiff").enabled && view.find_binary("revdiff").is_some()
-}
-
-/// The kitty capabilities of a launch: the enabled tools' (revdiff: `launch_overlay`) and
-/// `[tools.kitty] extra_capabilities` (checked by the config layer: never `launch_*`).
-pub fn kitty_capabilities(
-    settings: &airlock_tools::Settings,
-    view: &airlock_tools::HostView,
-) -> std::collections::BTreeSet<airlock_sockets::kitty::Capability> {
-    use airlock_sockets::kitty::Capability;
-    let mut capabilities: std::collections::BTreeSet<Capability> = settings
-        .tool("kitty")
-        .list("extra_capabilities")
-        .iter()
-        .filter_map(|name| Capability::parse(name))
-        .collect();
-    if revdiff_declared(settings, view) {
-        capabilities.insert(Capability::LaunchOverlay);
-    }
-    capabilities
-}
-
-/// The socket filters of a launch, and revdiff's shared temp directory and overlay, which
-/// two of them (kitty, herdr) run its launches as.
-fn plan_filters(
-    spec: &mut airlock_sandbox::SandboxSpec,
-    settings: &airlock_tools::Settings,
-    view: &airlock_tools::HostView,
-    home: &Path,
-    herdr_on_path: bool,
-) -> anyhow::Result<(super::filters::Filters, Vec<String>)> {
-    use airlock_sockets::kitty::activate::Request;
-    let revdiff = revdiff_declared(settings, view);
-    let overlay = if revdiff {
-        let shared = super::overlay::shared_tmp(spec, view)?;
-        super::overlay::revdiff_overlay(spec, view, &shared)?
-    } else {
-        None
-    };
-    let herdr = settings.tool("herdr");
-    let (mut filters, herdr_warning) = super::filters::plan(
-        spec,
-        herdr.choice("mode", "auto"),
-        herdr_on_path,
-        home,
-        overlay.clone(),
-    )?;
-    let mut warnings: Vec<String> = herdr_warning.into_iter().collect();
-    let kitty = settings.tool("kitty");
-    let capabilities = kitty_capabilities(settings, view);
-    let kitty_on_path = std::env::var_os("KITTY_LISTEN_ON").is_some_and(|v| !v.is_empty())
-        && view.find_binary("kitty").is_some();
-    let request = Request {
-        mode: kitty.choice("mode", "auto"),
-        kitty_on_path,
-        capabilities,
-        overlay,
-    };
-    if let Some(warning) = super::filters::plan_kitty(&mut filters, spec, request, home)? {
-        warnings.push(warning);
-    }
-    Ok((filters, warnings))
-}
-
 fn warn_once_without_landlock(paths: &XdgPaths) {
     let marker = paths.state_dir().join("landlock-warning-shown");
     if marker.exists() {

@@ -139,7 +139,7 @@ pub fn run(command: ToolsCommand) -> anyhow::Result<i32> {
                 kitty.notes = airlock_sockets::kitty::activate::check_notes(
                     config.choice("mode", "auto"),
                     cx.host.find_binary("kitty").is_some(),
-                    &super::run::kitty_capabilities(&cx.settings, &cx.host),
+                    &super::filters::kitty_capabilities(&cx.settings, &cx.host),
                     &|k| std::env::var_os(k),
                 );
             }

@@ -1,50 +1,16 @@
-//! The socket filters of one launch: planned before the sandbox is cloned (their sockets bound in
-//! the session's own directory, that directory and the paths tools look for added to the spec),
-//! served once it is (threads may start only then).
+//! The herdr filter of a launch, and the pane record of a direct agent launch in a herdr pane.
 
-use std::os::unix::net::UnixListener;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use airlock_herdr::filter::activate::{self, Activation, PASSED_ENV};
 use airlock_herdr::filter::serve::HerdrFilter;
 use airlock_herdr::filter::{LaunchOverlay, ScriptLauncher};
 use airlock_sandbox::{MountOp, SandboxSpec};
 use airlock_sockets::overlay::RevdiffOverlay;
-use airlock_sockets::{DecisionLog, Filter, SessionSockets, kitty};
+use airlock_sockets::{DecisionLog, Filter};
 
-/// How long a client of a filter may take to send its request, and to read the answer.
-const CLIENT_DEADLINE: Duration = Duration::from_secs(5);
-
-/// The filters planned for a launch; the session's socket directory and overlay scripts go
-/// when this is dropped (the filters' threads hold their policies until the process ends).
-#[derive(Default)]
-pub struct Filters {
-    sockets: Option<SessionSockets>,
-    pending: Vec<(UnixListener, Arc<dyn Filter>, Arc<DecisionLog>)>,
-    remove_on_drop: Vec<std::path::PathBuf>,
-}
-
-impl Drop for Filters {
-    fn drop(&mut self) {
-        for dir in &self.remove_on_drop {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
-
-impl Filters {
-    /// Starts serving every planned filter (after the clone).
-    pub fn start(&mut self) -> Result<(), String> {
-        for (listener, filter, log) in self.pending.drain(..) {
-            let name = filter.name();
-            airlock_sockets::serve(listener, filter, log, CLIENT_DEADLINE)
-                .map_err(|e| format!("cannot start the {name} socket filter: {e}"))?;
-        }
-        Ok(())
-    }
-}
+use super::{Filters, session_sockets};
 
 /// A direct agent launch in a herdr pane records the pane (for the restore guard of
 /// `run-agent`); a record that cannot be written is said, and the launch goes on.
@@ -83,58 +49,8 @@ pub fn record_pane(spec: &SandboxSpec, state_dir: &Path) {
     }
 }
 
-/// The session's socket directory, made (and bound inside) by the first filter that needs it.
-fn session_sockets<'a>(
-    filters: &'a mut Filters,
-    spec: &mut SandboxSpec,
-    home: &Path,
-) -> anyhow::Result<&'a SessionSockets> {
-    if filters.sockets.is_none() {
-        let sockets = SessionSockets::create(&spec.state_root, home)?;
-        spec.mounts.push(MountOp::Bind {
-            source: sockets.host_dir().to_path_buf(),
-            target: sockets.inside_dir().to_path_buf(),
-            writable: false,
-        });
-        filters.sockets = Some(sockets);
-    }
-    Ok(filters.sockets.as_ref().expect("just made"))
-}
-
-/// Plans the kitty filter into `filters` (`[tools.kitty]`); a warning to print, if any.
-pub fn plan_kitty(
-    filters: &mut Filters,
-    spec: &mut SandboxSpec,
-    request: kitty::activate::Request<'_>,
-    home: &Path,
-) -> anyhow::Result<Option<String>> {
-    let env = |k: &str| std::env::var_os(k);
-    let (policy, host) =
-        match kitty::activate::activation(request, &env).map_err(anyhow::Error::msg)? {
-            kitty::activate::Activation::Off => return Ok(None),
-            kitty::activate::Activation::Warn(warning) => return Ok(Some(warning)),
-            kitty::activate::Activation::On { policy, host } => (policy, host),
-        };
-    let sockets = session_sockets(filters, spec, home)?;
-    let listener = sockets.bind("kitty")?;
-    let inside = sockets.inside_path("kitty");
-    spec.env.insert(
-        "KITTY_LISTEN_ON".into(),
-        format!("unix:{}", inside.display()),
-    );
-    for key in kitty::activate::PASSED_ENV {
-        if let Ok(value) = std::env::var(key) {
-            spec.env.insert((*key).into(), value);
-        }
-    }
-    let log = Arc::new(DecisionLog::open(&spec.state_root, "kitty"));
-    let filter: Arc<dyn Filter> = Arc::new(kitty::KittyFilter::new(policy, host));
-    filters.pending.push((listener, filter, log));
-    Ok(None)
-}
-
 /// Plans the herdr filter for `spec` (`[tools.herdr] mode`); a warning to print, if any.
-pub fn plan(
+pub fn plan_herdr(
     spec: &mut SandboxSpec,
     mode: &str,
     herdr_on_path: bool,
