@@ -20,11 +20,13 @@
 //! without a shell, run as airlock's own pinned script, its output handed back without
 //! following a link the sandbox made.
 
+pub mod docker;
 pub mod kitty;
 mod lifecycle;
 mod line;
 mod log;
 pub mod overlay;
+pub mod portal;
 pub mod strict;
 
 pub use lifecycle::{Filter, SessionSockets, serve};

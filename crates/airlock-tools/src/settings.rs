@@ -74,6 +74,14 @@ impl ToolConfig {
         }
     }
 
+    /// A string key, when set.
+    pub fn text(&self, key: &str) -> Option<&str> {
+        match self.values.get(key) {
+            Some(ToolValue::String(s)) => Some(s),
+            _ => None,
+        }
+    }
+
     /// A list key, or empty when unset.
     pub fn list(&self, key: &str) -> &[String] {
         match self.values.get(key) {

@@ -143,6 +143,26 @@ pub fn run(command: ToolsCommand) -> anyhow::Result<i32> {
                     &|k| std::env::var_os(k),
                 );
             }
+            if let Some(portal) = report.tools.iter_mut().find(|t| t.name == "portal") {
+                let project = std::env::current_dir().unwrap_or_default();
+                portal.notes =
+                    match super::filters::portal_missing(&cx.settings, &cx.host, &project) {
+                        None => vec![
+                            "notifications: on (a filtered session bus inside)".into(),
+                            format!(
+                                "xdg-dbus-proxy rules: {}",
+                                airlock_sockets::portal::rules().join(" ")
+                            ),
+                        ],
+                        Some(why) => vec![format!("notifications: off here: {why}")],
+                    };
+            }
+            if let Some(docker) = report.tools.iter_mut().find(|t| t.name == "docker") {
+                docker.notes =
+                    super::filters::docker_check_notes(&cx.settings.tool("docker"), &|k| {
+                        std::env::var_os(k)
+                    });
+            }
             if !fast {
                 check_inside(&cx, &mut report)?;
             }

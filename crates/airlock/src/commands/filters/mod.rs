@@ -10,12 +10,16 @@ use std::time::Duration;
 use airlock_sandbox::{MountOp, SandboxSpec};
 use airlock_sockets::{DecisionLog, Filter, SessionSockets};
 
+mod docker;
 mod herdr;
 mod kitty;
+mod portal;
 mod zellij;
 
+pub use docker::{check_notes as docker_check_notes, plan_docker};
 pub use herdr::{plan_herdr, record_pane};
 pub use kitty::plan_kitty;
+pub use portal::{missing as portal_missing, plan_portal};
 pub use zellij::plan_zellij;
 
 /// How long a client of a filter may take to send its request, and to read the answer.
@@ -115,6 +119,13 @@ pub fn plan(
     if let Some(warning) = plan_kitty(&mut filters, spec, request, home)? {
         warnings.push(warning);
     }
+    warnings.extend(plan_docker(
+        &mut filters,
+        spec,
+        &settings.tool("docker"),
+        home,
+    )?);
+    warnings.extend(plan_portal(&mut filters, spec, settings, view, home)?);
     let env = |k: &str| std::env::var(k).ok();
     let zellij_on_path =
         std::env::var_os("ZELLIJ").is_some() && view.find_binary("zellij").is_some();
