@@ -42,13 +42,15 @@ fn a_trusted_project_file_naming_host_commands_is_refused() {
     let home_s = home.to_string_lossy().into_owned();
     let paths = XdgPaths::from_vars(|k| (k == "HOME").then(|| home_s.clone())).unwrap();
     let mut store = TrustStore::load(&paths.trust_file()).unwrap();
-    store.add(&project).unwrap();
-    store.save().unwrap();
-    let err = load(&paths, &project).unwrap_err().to_string();
+    // Refused at trust time: a project file with a host section in it is never pinned.
+    let err = store.add(&project).unwrap_err().to_string();
     assert!(
         err.contains("[bridge] is a host setting") && err.contains("global config"),
         "{err}"
     );
+    // Not trusted, so not loaded: the host commands it names never reach the bridge.
+    let loaded = load(&paths, &project).unwrap();
+    assert!(loaded.profile.bridge_commands.is_empty());
 }
 
 #[test]

@@ -61,6 +61,40 @@ pub enum ConfigError {
         reason: &'static str,
     },
 
+    /// A `[[sandbox.mounts]]` pattern that is not a usable glob.
+    #[error(
+        "{}: [[sandbox.mounts]] pattern {value:?} is not usable ({reason}); write a glob relative \
+         to the project (\"**/*.key\"), under the home (\"~/.config/*/token\") or absolute",
+        path.display()
+    )]
+    MountPattern {
+        path: PathBuf,
+        value: String,
+        reason: String,
+    },
+
+    /// A `[[sandbox.mounts]]` entry with both `path` and `pattern`.
+    #[error(
+        "{}: [[sandbox.mounts]] #{entry} gives both path {mount_path:?} and pattern {pattern:?}; \
+         keep one: an entry mounts one host path or each match of one glob",
+        path.display()
+    )]
+    MountPathAndPattern {
+        path: PathBuf,
+        /// The entry's number in the file, from 1.
+        entry: usize,
+        mount_path: String,
+        pattern: String,
+    },
+
+    /// A `[[sandbox.mounts]]` entry with neither `path` nor `pattern`.
+    #[error(
+        "{}: [[sandbox.mounts]] #{entry} gives neither path nor pattern; add path = \"~/dir\" for \
+         one host path or pattern = \"**/*.key\" for each match of a glob",
+        path.display()
+    )]
+    MountNeitherPathNorPattern { path: PathBuf, entry: usize },
+
     /// A `[sandbox] hide` pattern that is not a usable glob.
     #[error(
         "{}: [sandbox] hide pattern {value:?} is not usable ({reason}); write a name glob such as \"*.pem\" or a project path such as \"/config/master.key\"",
@@ -70,6 +104,18 @@ pub enum ConfigError {
         path: PathBuf,
         value: String,
         reason: String,
+    },
+
+    /// A `[sandbox.resources]` value that is not of its key's form.
+    #[error(
+        "{}: [sandbox.resources] {key} = {value} is not valid; expected {expected}",
+        path.display()
+    )]
+    Resource {
+        path: PathBuf,
+        key: &'static str,
+        value: String,
+        expected: &'static str,
     },
 
     /// A host-only section (read by host daemons) in a project file.
@@ -118,4 +164,105 @@ pub enum ConfigError {
         dir.display()
     )]
     NonUtf8Dir { dir: PathBuf },
+
+    /// A `[sandbox.environment.<NAME>]` whose NAME cannot be an environment variable.
+    #[error(
+        "{}: {key}: {name:?} is not a valid environment variable name ({reason}); use letters, digits and `_`, not starting with a digit, e.g. [sandbox.environment.GITHUB_TOKEN]",
+        path.display()
+    )]
+    EnvironmentName {
+        path: PathBuf,
+        key: String,
+        name: String,
+        reason: &'static str,
+    },
+
+    /// A `[sandbox.environment.<NAME>]` without exactly one usable source.
+    #[error(
+        "{}: {key} {problem}; set exactly one of value = \"text\", env = \"HOST_VARIABLE\" or file = \"path\"",
+        path.display()
+    )]
+    EnvironmentSource {
+        path: PathBuf,
+        key: String,
+        problem: String,
+    },
+
+    /// A NAME both set by `[sandbox.environment]` and copied by `env_passthrough`.
+    #[error(
+        "{key} in {} and env_passthrough = [{name:?}] in {} both set {name}; keep one: the [sandbox.environment] entry sets the value you configure, env_passthrough copies the host's",
+        environment.display(),
+        passthrough.display()
+    )]
+    EnvironmentPassthrough {
+        name: String,
+        key: String,
+        environment: PathBuf,
+        passthrough: PathBuf,
+    },
+
+    /// An `[[include]]` condition that is not `dir:<glob>` with a usable glob.
+    #[error(
+        "{}: [[include]] if = {value:?} is not usable ({reason}); the one condition is {form}",
+        path.display()
+    )]
+    IncludeCondition {
+        path: PathBuf,
+        value: String,
+        reason: String,
+        form: &'static str,
+    },
+
+    /// An `[[include]]` path that cannot name a file.
+    #[error(
+        "{}: [[include]] path = {value:?} is not usable ({reason}); give a file next to this one, a path starting with `~/`, or an absolute path",
+        path.display()
+    )]
+    IncludePath {
+        path: PathBuf,
+        value: String,
+        reason: &'static str,
+    },
+
+    /// An `[[include]]` in a project's `.airlock.toml`.
+    #[error(
+        "{}: [[include]] is honoured only in the global config (~/.config/airlock/config.toml): a project file cannot pull in other files; remove it, or move the entry to the global config",
+        path.display()
+    )]
+    IncludeInProject { path: PathBuf },
+
+    /// A matching `[[include]]` whose file does not exist.
+    #[error(
+        "{}: [[include]] path = {written:?} (if = {condition:?} matches this project): {} does not exist; create it, or fix or remove the entry",
+        global.display(),
+        file.display()
+    )]
+    IncludeMissing {
+        global: PathBuf,
+        written: String,
+        condition: String,
+        file: PathBuf,
+    },
+
+    /// An included file that has `[[include]]` entries itself.
+    #[error(
+        "{} (included by {}): [[include]] works one level deep, only in the global config; move these entries to {}",
+        file.display(),
+        global.display(),
+        global.display()
+    )]
+    IncludeNested { global: PathBuf, file: PathBuf },
+
+    /// An included file where a sandbox can write it (it is not pinned by `airlock trust`).
+    #[error(
+        "{}: [[include]] file {} is inside {}, which a sandbox can write, so it could change its own config without `airlock trust`; keep included files outside projects and sandbox state, e.g. next to the global config",
+        global.display(),
+        file.display(),
+        tree.display()
+    )]
+    IncludeWritable {
+        global: PathBuf,
+        file: PathBuf,
+        tree: PathBuf,
+    },
 }

@@ -1,23 +1,35 @@
 //! airlock's configuration.
 //!
 //! Owns the TOML schema of `~/.config/airlock/config.toml` and a project's `.airlock.toml`, how the two
-//! layer into one [`Profile`], the trust store that decides whether a project file is loaded at all, and
-//! the XDG paths of airlock's state on the host. It does no sandboxing and knows nothing of backends.
+//! (with the global file's matching `[[include]]` files between them) layer into one [`Profile`], the
+//! trust store that decides whether a project file is loaded at all, reading `[sandbox.environment]`
+//! files at launch, and the XDG paths of airlock's state on the host. It does no sandboxing and knows
+//! nothing of backends.
 
+mod environment;
 mod error;
 pub mod hostfs;
+mod include;
 mod load;
+mod mounts;
 mod paths;
+pub mod resources;
 mod schema;
 mod template;
 mod text;
 mod tools_section;
 mod trust;
 
+pub use environment::{
+    ENV_FILE_BYTES, EnvSource, EnvironmentEntry, EnvironmentMap, EnvironmentVar, FileValue,
+    env_var_name_problem, read_file_value, read_files as read_environment_files,
+};
 pub use error::ConfigError;
+pub use include::IncludeEntry;
 #[doc(hidden)]
 pub use load::parse_bytes;
 pub use load::{LoadedConfig, ProjectFile, load, parse_file, parse_str};
+pub use mounts::{EntryLabel, MountSelector, mount_pattern_problem};
 pub use paths::{PROJECT_FILE_NAME, XdgPaths};
 pub use schema::*;
 pub use template::{init_template, render_profile};

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use crate::trust::{TrustStatus, TrustStore};
 use crate::{
-    ConfigError, ConfigFile, EgressRule, MountEntry, NetworkSection, PROJECT_FILE_NAME, Profile,
-    ProfileMount, SandboxSection, XdgPaths,
+    ConfigError, ConfigFile, EgressRule, NetworkSection, PROJECT_FILE_NAME, Profile, ProfileMount,
+    SandboxSection, XdgPaths,
 };
 
 /// Reads and parses one config file.
@@ -71,9 +71,13 @@ fn read(path: &Path) -> Result<Vec<u8>, ConfigError> {
 }
 
 impl ConfigFile {
-    /// Checks what the TOML types alone cannot: `env_passthrough` names and mount paths.
+    /// Checks what the TOML types alone cannot: `env_passthrough` names, and mount entries (one
+    /// of `path` and `pattern`, each usable).
     /// [`parse_str`] calls this; call it yourself on a `ConfigFile` built in code.
     pub fn validate(&self, origin: &Path) -> Result<(), ConfigError> {
+        if let Some(resources) = &self.sandbox.resources {
+            crate::resources::check(origin, resources)?;
+        }
         for name in &self.sandbox.env_passthrough {
             if let Some(reason) = env_name_problem(name) {
                 return Err(ConfigError::EnvName {
@@ -92,22 +96,9 @@ impl ConfigFile {
                 });
             }
         }
-        for MountEntry { path, .. } in &self.sandbox.mounts {
-            let reason = if path.is_empty() {
-                Some("it is empty")
-            } else if path.contains('\0') {
-                Some("it contains a NUL byte")
-            } else {
-                None
-            };
-            if let Some(reason) = reason {
-                return Err(ConfigError::MountPath {
-                    path: origin.to_path_buf(),
-                    value: path.clone(),
-                    reason,
-                });
-            }
-        }
+        crate::mounts::check(origin, &self.sandbox.mounts)?;
+        crate::environment::validate(self, origin)?;
+        crate::include::validate(self, origin)?;
         Ok(())
     }
 }
@@ -152,8 +143,20 @@ impl Profile {
     /// scalars; `allow` and `deny` append (each rule tagged with its file); `resolve` maps merge, the
     /// project's entry winning for a name both files map. `[overlay] default` is a scalar;
     /// `[tools.<name>]` tables layer key by key (a key the project sets wins, the others stay).
+    /// `[sandbox.environment]` layers per NAME: the later file's entry replaces the whole entry.
     pub fn layer(
         global: Option<(&Path, &ConfigFile)>,
+        project: Option<(&Path, &ConfigFile)>,
+    ) -> Profile {
+        Profile::layer_all(global, &[], project)
+    }
+
+    /// [`Profile::layer`] with the global file's matching `[[include]]` files between the global
+    /// and the project file, in order; they layer like any file (`[bridge]` comes from the global
+    /// file alone).
+    pub fn layer_all(
+        global: Option<(&Path, &ConfigFile)>,
+        includes: &[(&Path, &ConfigFile)],
         project: Option<(&Path, &ConfigFile)>,
     ) -> Profile {
         let mut profile = Profile::default();
@@ -163,7 +166,8 @@ impl Profile {
             profile.bridge_commands = file.bridge.commands.keys().cloned().collect();
             profile.bridge_credential_hosts = file.bridge.credential_hosts.clone();
         }
-        for (origin, file) in [global, project].into_iter().flatten() {
+        let layers = global.into_iter().chain(includes.iter().copied());
+        for (origin, file) in layers.chain(project) {
             profile.apply(origin, &file.sandbox);
             profile.apply_network(origin, &file.network);
             if let Some(default) = file.overlay.default {
@@ -187,20 +191,29 @@ impl Profile {
         if let Some(bridge) = s.bridge {
             self.bridge = bridge;
         }
+        if let Some(resources) = &s.resources {
+            self.resources.apply(resources);
+        }
         for pattern in &s.hide {
             if !self.hide.contains(pattern) {
                 self.hide.push(pattern.clone());
             }
         }
+        crate::environment::layer(&mut self.environment, origin, &s.environment);
         for name in &s.env_passthrough {
             if !self.env_passthrough.contains(name) {
                 self.env_passthrough.push(name.clone());
             }
         }
-        self.mounts.extend(s.mounts.iter().map(|m| ProfileMount {
-            path: m.path.clone(),
-            mode: m.mode,
-            origin: origin.to_path_buf(),
+        // Numbered before any entry is skipped, so `#n` is the entry's place in its file.
+        let numbered = s.mounts.iter().enumerate();
+        self.mounts.extend(numbered.filter_map(|(n, m)| {
+            Some(ProfileMount {
+                selector: m.selector()?,
+                mode: m.mode,
+                origin: origin.to_path_buf(),
+                entry: n + 1,
+            })
         }));
     }
 }
@@ -247,12 +260,23 @@ pub struct LoadedConfig {
     pub profile: Profile,
     /// The global file, if it exists.
     pub global: Option<PathBuf>,
+    /// The global file's `[[include]]` files that matched the project, in the order loaded.
+    pub includes: Vec<PathBuf>,
     pub project: ProjectFile,
 }
 
 impl LoadedConfig {
     /// One line per thing the user should know about, e.g. an ignored project file.
     pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = self.project_warnings();
+        warnings.extend(crate::environment::missing_host_variables(
+            &self.profile,
+            |name| std::env::var(name).is_ok(),
+        ));
+        warnings
+    }
+
+    fn project_warnings(&self) -> Vec<String> {
         match &self.project {
             ProjectFile::Absent | ProjectFile::Trusted(_) => Vec::new(),
             ProjectFile::Untrusted(path) => vec![format!(
@@ -279,6 +303,10 @@ fn project_dir(file: &Path) -> &Path {
 ///
 /// The file is read once and that same buffer is hashed and parsed, so a file swapped between the
 /// check and the parse cannot slip through.
+///
+/// The global file's `[[include]]` entries whose `dir:` glob matches `project_root` are loaded
+/// between the two, in order. A NAME set in `[sandbox.environment]` by one file and listed in
+/// `env_passthrough` by another is an error naming both.
 pub fn load(paths: &XdgPaths, project_root: &Path) -> Result<LoadedConfig, ConfigError> {
     let global_path = paths.config_file();
     let global_cfg = match read_optional(&global_path)? {
@@ -293,12 +321,7 @@ pub fn load(paths: &XdgPaths, project_root: &Path) -> Result<LoadedConfig, Confi
         Some(bytes) => match TrustStore::load(&paths.trust_file())?.status(project_root, &bytes) {
             TrustStatus::Trusted => {
                 let cfg = parse_bytes(&bytes, &project_path)?;
-                if !cfg.bridge.is_empty() {
-                    return Err(ConfigError::HostOnly {
-                        path: project_path,
-                        section: "[bridge]",
-                    });
-                }
+                check_project_file(&cfg, &project_path)?;
                 project_cfg = Some(cfg);
                 ProjectFile::Trusted(project_path.clone())
             }
@@ -307,15 +330,44 @@ pub fn load(paths: &XdgPaths, project_root: &Path) -> Result<LoadedConfig, Confi
         },
     };
 
-    let profile = Profile::layer(
-        global_cfg.as_ref().map(|c| (global_path.as_path(), c)),
-        project_cfg.as_ref().map(|c| (project_path.as_path(), c)),
-    );
+    let included = match &global_cfg {
+        Some(global) => crate::include::load_matching(paths, &global_path, global, project_root)?,
+        None => Vec::new(),
+    };
+    let global = global_cfg.as_ref().map(|c| (global_path.as_path(), c));
+    let includes: Vec<(&Path, &ConfigFile)> =
+        included.iter().map(|(p, c)| (p.as_path(), c)).collect();
+    let project_layer = project_cfg.as_ref().map(|c| (project_path.as_path(), c));
+    let layers: Vec<(&Path, &ConfigFile)> = global
+        .into_iter()
+        .chain(includes.iter().copied())
+        .chain(project_layer)
+        .collect();
+    crate::environment::check_passthrough(&layers)?;
+    let profile = Profile::layer_all(global, &includes, project_layer);
     Ok(LoadedConfig {
         profile,
         global: global_cfg.map(|_| global_path),
+        includes: included.into_iter().map(|(p, _)| p).collect(),
         project,
     })
+}
+
+/// What a project file may not hold although the global file may: `[bridge]` (host commands run
+/// on the host) and `[[include]]` (other files would bypass `airlock trust`).
+pub(crate) fn check_project_file(cfg: &ConfigFile, path: &Path) -> Result<(), ConfigError> {
+    if !cfg.bridge.is_empty() {
+        return Err(ConfigError::HostOnly {
+            path: path.to_path_buf(),
+            section: "[bridge]",
+        });
+    }
+    if !cfg.include.is_empty() {
+        return Err(ConfigError::IncludeInProject {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

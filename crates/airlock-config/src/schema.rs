@@ -21,6 +21,9 @@ pub struct ConfigFile {
     /// `[tools.<name>]`: per-tool settings, validated against the catalog by `airlock-tools`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub tools: crate::ToolTables,
+    /// `[[include]]`: more files loaded when the project's path matches (global file only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub include: Vec<crate::IncludeEntry>,
 }
 
 /// The `[bridge]` table.
@@ -85,6 +88,9 @@ pub struct SandboxSection {
     /// Host environment variables copied into the sandbox.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub env_passthrough: Vec<String>,
+    /// `[sandbox.environment.<NAME>]`: variables set inside from a literal, a host variable or a file.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub environment: BTreeMap<String, crate::EnvironmentEntry>,
     /// Allow namespace creation (and mounts in those namespaces) inside the sandbox (default false).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nested_namespaces: Option<bool>,
@@ -94,6 +100,9 @@ pub struct SandboxSection {
     /// `[[sandbox.mounts]]`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mounts: Vec<MountEntry>,
+    /// `[sandbox.resources]`: memory, CPU, process and tmpfs limits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<crate::resources::ResourcesSection>,
 }
 
 /// How the sandbox reaches the network.
@@ -118,12 +127,17 @@ impl NetworkMode {
     }
 }
 
-/// One `[[sandbox.mounts]]` entry.
+/// One `[[sandbox.mounts]]` entry: `path` or `pattern` (exactly one; see [`MountEntry::selector`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MountEntry {
     /// Host path, mounted at the same path inside; `~` expands to the host home.
-    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// A glob expanded at launch (relative to the project, `~/…`, or absolute); each match is
+    /// mounted on its own with `mode`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
     pub mode: MountMode,
 }
 
@@ -137,6 +151,10 @@ pub enum MountMode {
     Hidden,
     /// An empty writable tmpfs over the path, discarded at exit.
     Tmpfs,
+    /// A directory's host content visible; writes kept in the sandbox's state across runs.
+    Overlay,
+    /// A directory's host content visible; writes discarded at exit.
+    Tmpoverlay,
 }
 
 impl MountMode {
@@ -146,6 +164,8 @@ impl MountMode {
             MountMode::Readwrite => "readwrite",
             MountMode::Hidden => "hidden",
             MountMode::Tmpfs => "tmpfs",
+            MountMode::Overlay => "overlay",
+            MountMode::Tmpoverlay => "tmpoverlay",
         }
     }
 }
@@ -153,10 +173,14 @@ impl MountMode {
 /// A custom mount with the file it came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProfileMount {
-    pub path: String,
+    /// `path = "…"` or `pattern = "…"`, as written.
+    #[serde(flatten)]
+    pub selector: crate::MountSelector,
     pub mode: MountMode,
     /// The config file that declared it (for error messages).
     pub origin: std::path::PathBuf,
+    /// The entry's number among that file's `[[sandbox.mounts]]`, from 1.
+    pub entry: usize,
 }
 
 /// The resolved settings: global file, then the trusted project file on top.
@@ -167,6 +191,8 @@ pub struct Profile {
     /// `[sandbox] hide` of both files, global first, without duplicates.
     pub hide: Vec<String>,
     pub env_passthrough: Vec<String>,
+    /// `[sandbox.environment]` of every file, per NAME the later file's entry (project over global).
+    pub environment: crate::EnvironmentMap,
     pub nested_namespaces: bool,
     pub mounts: Vec<ProfileMount>,
     /// `[sandbox] bridge`: mount the host bridge's state dir and shims (default true).
@@ -181,6 +207,8 @@ pub struct Profile {
     pub overlay_default: crate::OverlayDefault,
     /// `[tools.<name>]` settings, layered key by key (project over global).
     pub tools: crate::ToolSettingsMap,
+    /// `[sandbox.resources]`, layered key by key (project over global).
+    pub resources: crate::resources::Resources,
 }
 
 impl Default for Profile {
@@ -190,6 +218,7 @@ impl Default for Profile {
             hide_env_files: true,
             hide: Vec::new(),
             env_passthrough: Vec::new(),
+            environment: BTreeMap::new(),
             nested_namespaces: false,
             mounts: Vec::new(),
             bridge: true,
@@ -198,6 +227,7 @@ impl Default for Profile {
             egress: EgressSettings::default(),
             overlay_default: crate::OverlayDefault::Split,
             tools: BTreeMap::new(),
+            resources: crate::resources::Resources::default(),
         }
     }
 }

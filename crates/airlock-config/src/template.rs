@@ -34,6 +34,20 @@ const INIT_TEMPLATE: &str = r#"# airlock configuration.
 # Host environment variables copied into the sandbox, by name, e.g. ["TERM", "LANG"].
 #env_passthrough = []
 
+# Variables set in the sandbox, one table per name, each with exactly one of:
+#   value = "text"     the text itself, as written (no $VAR expansion; `config show` prints it)
+#   env = "HOST_VAR"   the host's variable at launch (missing: a warning, and not set inside)
+#   file = "path"      the file's contents at launch, one trailing newline removed: a regular file
+#                      of at most 64 KiB; ~/ is your home, a relative path starts at this file's
+#                      directory. `run --print-spec` shows env and file values as their source.
+# They win over the tools' variables; names airlock sets itself (HOME, AIRLOCK*, ...) are refused,
+# and so is a name also in env_passthrough. A project file's entry replaces the global one of the
+# same name. None by default.
+# [sandbox.environment.GITHUB_TOKEN]
+# file = "~/.config/airlock/github-token"
+# [sandbox.environment.NODE_ENV]
+# value = "development"
+
 # Allow creating namespaces (and mounting in them) inside the sandbox, e.g. for nested
 # containers or sandboxes. Widens what the agent can do; leave off unless a tool needs it.
 #nested_namespaces = false
@@ -43,14 +57,33 @@ const INIT_TEMPLATE: &str = r#"# airlock configuration.
 #bridge = true
 
 # Extra host paths, each mounted at the same path inside the sandbox. `~/` means your home.
-# None by default. mode is one of:
-#   "readonly"   visible, not writable
-#   "readwrite"  visible and writable: changes reach the host
-#   "hidden"     covered by an empty read-only directory (or empty file)
-#   "tmpfs"      covered by an empty writable directory, discarded at exit
+# None by default. An entry gives path (one path, absolute or ~/...) or pattern (a glob expanded
+# at launch: relative to the project, ~/... or absolute; * ? [...] and ** for any depth; a
+# trailing / matches directories only; each match is mounted on its own). mode is one of:
+#   "readonly"    visible, not writable
+#   "readwrite"   visible and writable: changes reach the host
+#   "hidden"      covered by an empty read-only directory (or empty file)
+#   "tmpfs"       covered by an empty writable directory, discarded at exit
+#   "overlay"     a directory visible; writes kept in the sandbox's state, never on the host
+#   "tmpoverlay"  a directory visible; writes discarded at exit
+# For one target, an exact path wins over a pattern's match, and a later pattern over an earlier
+# one (global file first); a path inside another entry's directory is mounted on top of it.
 # [[sandbox.mounts]]
 # path = "~/src/shared-lib"
 # mode = "readonly"
+
+# [[sandbox.mounts]]
+# pattern = "**/*.key"
+# mode = "hidden"
+
+# Limits for everything the sandbox runs (cgroup v2; a launch is refused, never run unlimited,
+# when this machine cannot apply them). tmp_size bounds each of the sandbox's own tmpfs (/tmp,
+# /var/tmp, /run, /dev/shm): a size or a share of RAM; default "12%".
+# [sandbox.resources]
+# memory = "4G"
+# cpus = 2
+# pids = 1024
+# tmp_size = "12%"
 
 [network]
 # Which hosts the egress proxy lets the sandbox reach (network = "proxy"); see docs/network.md.
@@ -121,6 +154,15 @@ const INIT_TEMPLATE: &str = r#"# airlock configuration.
 # refused_flags = ["-o", "--output"]
 # refused = ["logs export"]
 # timeout_secs = 120
+
+# More config files for some projects (global file only). When the project's path matches the
+# dir: glob (~/ is your home, * stays within one directory, ** spans any depth), path is loaded
+# after this file and before the project's .airlock.toml, in the order listed. path is relative to
+# this file's directory, ~/..., or absolute, and must exist when the glob matches. An included file
+# may not include more, hold [bridge], or sit inside a project or the sandboxes' state.
+# [[include]]
+# if = "dir:~/work/**"
+# path = "work.toml"
 "#;
 
 /// A commented `config.toml` documenting every key with its default; it parses to an empty config.
@@ -144,12 +186,41 @@ pub fn render_profile(p: &Profile) -> String {
         // `{:?}` escapes newlines, so a hostile file name cannot end the comment.
         let _ = writeln!(out, "\n# from {:?}", m.origin);
         let _ = writeln!(out, "[[sandbox.mounts]]");
-        let _ = writeln!(out, "path = {}", quote(&m.path));
+        let _ = writeln!(out, "{} = {}", m.selector.key(), quote(m.selector.value()));
         let _ = writeln!(out, "mode = {}", quote(m.mode.as_str()));
     }
+    crate::environment::render(&mut out, &p.environment);
+    render_resources(&mut out, &p.resources);
     render_network(&mut out, &p.egress);
     render_tools(&mut out, p);
     out
+}
+
+/// `[sandbox.resources]`, when anything is set.
+fn render_resources(out: &mut String, r: &crate::resources::Resources) {
+    use crate::resources::TmpSize;
+    if *r == crate::resources::Resources::default() {
+        return;
+    }
+    let _ = writeln!(out, "\n[sandbox.resources]");
+    if let Some(bytes) = r.memory {
+        let _ = writeln!(out, "memory = {bytes}");
+    }
+    if let Some(milli) = r.cpus_milli {
+        let _ = writeln!(out, "cpus = {}", f64::from(milli) / 1000.0);
+    }
+    if let Some(pids) = r.pids {
+        let _ = writeln!(out, "pids = {pids}");
+    }
+    match r.tmp_size {
+        Some(TmpSize::Bytes(bytes)) => {
+            let _ = writeln!(out, "tmp_size = {bytes}");
+        }
+        Some(TmpSize::Percent(pct)) => {
+            let _ = writeln!(out, "tmp_size = \"{pct}%\"");
+        }
+        None => {}
+    }
 }
 
 /// The `[overlay]` and `[tools.<name>]` tables; each tool key notes the file it came from.
@@ -171,7 +242,7 @@ fn render_tools(out: &mut String, p: &Profile) {
 }
 
 /// A TOML key: bare when it can be, else quoted.
-fn key(s: &str) -> String {
+pub(crate) fn key(s: &str) -> String {
     let bare = !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
@@ -215,7 +286,7 @@ fn render_network(out: &mut String, e: &EgressSettings) {
 }
 
 /// A TOML basic string with every needed escape.
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     toml::Value::String(s.to_owned()).to_string()
 }
 
@@ -223,8 +294,8 @@ fn quote(s: &str) -> String {
 mod tests {
     use super::*;
     use crate::{
-        ConfigFile, EgressPreset, EgressRule, MountMode, NetworkMode, OverlayDefault, ProfileMount,
-        ToolSetting, ToolValue, parse_str,
+        ConfigFile, EgressPreset, EgressRule, MountMode, MountSelector, NetworkMode,
+        OverlayDefault, ProfileMount, ToolSetting, ToolValue, parse_str,
     };
     use std::path::{Path, PathBuf};
 
@@ -269,6 +340,7 @@ mod tests {
             "[bridge.commands.mytool]",
             "[[sandbox.mounts]]",
             "path =",
+            "pattern =",
             "mode =",
             "\"host\"",
             "\"none\"",
@@ -296,18 +368,27 @@ mod tests {
             MountMode::Readwrite,
             MountMode::Hidden,
             MountMode::Tmpfs,
+            MountMode::Overlay,
+            MountMode::Tmpoverlay,
         ] {
             assert!(t.contains(&format!("\"{}\"", mode.as_str())), "{mode:?}");
         }
-        // The mount example, uncommented, is valid too.
-        let example: String = t
-            .lines()
-            .skip_while(|l| !l.contains("[[sandbox.mounts]]"))
-            .take_while(|l| !l.is_empty())
-            .map(|l| format!("{}\n", l.trim_start_matches("# ")))
-            .collect();
-        let cfg = parse_str(&example, Path::new("example.toml")).unwrap();
-        assert_eq!(cfg.sandbox.mounts.len(), 1);
+        // The mount examples (a path, then a pattern), uncommented, are valid too.
+        let example = |skip: usize| -> String {
+            t.lines()
+                .skip_while(|l| !l.contains("[[sandbox.mounts]]"))
+                .skip(skip)
+                .skip_while(|l| !l.contains("[[sandbox.mounts]]"))
+                .take_while(|l| !l.is_empty())
+                .map(|l| format!("{}\n", l.trim_start_matches("# ")))
+                .collect()
+        };
+        for (skip, key) in [(0, "path"), (1, "pattern")] {
+            let cfg = parse_str(&example(skip), Path::new("example.toml")).unwrap();
+            assert_eq!(cfg.sandbox.mounts.len(), 1);
+            let selector = cfg.sandbox.mounts[0].selector().expect("one of them");
+            assert_eq!(selector.key(), key);
+        }
     }
 
     #[test]
@@ -341,20 +422,39 @@ mod tests {
             hide_env_files: false,
             hide: vec!["*.pem".into(), "/config/master.key".into()],
             env_passthrough: vec!["TERM".into(), "WEIRD\"NAME\\".into()],
+            environment: [
+                ("A_VALUE", crate::EnvSource::Value("x\"\ny".into())),
+                ("FROM_HOST", crate::EnvSource::Env("GH_TOKEN".into())),
+                ("_FILE", crate::EnvSource::File("~/a b/\"t\"".into())),
+            ]
+            .into_iter()
+            .map(|(name, source)| {
+                let origin = PathBuf::from("/p/evil\n[sandbox.environment.X]\n/.airlock.toml");
+                (name.to_owned(), crate::EnvironmentVar { source, origin })
+            })
+            .collect(),
             nested_namespaces: true,
+            resources: crate::resources::Resources {
+                memory: Some(2 << 30),
+                cpus_milli: Some(1500),
+                pids: Some(512),
+                tmp_size: Some(crate::resources::TmpSize::Percent(20)),
+            },
             bridge: false,
             bridge_commands: Vec::new(),
             bridge_credential_hosts: Vec::new(),
             mounts: vec![
                 ProfileMount {
-                    path: "~/a b".into(),
+                    selector: MountSelector::Path("~/a b".into()),
                     mode: MountMode::Readonly,
                     origin: PathBuf::from("/home/u/.config/airlock/config.toml"),
+                    entry: 1,
                 },
                 ProfileMount {
-                    path: "/x\n\"y\"".into(),
-                    mode: MountMode::Tmpfs,
+                    selector: MountSelector::Pattern("/x\n\"y\"/**/*.key".into()),
+                    mode: MountMode::Overlay,
                     origin: PathBuf::from("/p/evil\n[sandbox]\n/.airlock.toml"),
+                    entry: 2,
                 },
             ],
             egress: EgressSettings {
@@ -415,6 +515,9 @@ mod tests {
             .flat_map(|keys| keys.values_mut())
         {
             setting.origin = origin.to_path_buf();
+        }
+        for var in expected.environment.values_mut() {
+            var.origin = origin.to_path_buf();
         }
         assert_eq!(back, expected);
     }

@@ -124,7 +124,9 @@ impl TrustStore {
                 file,
             });
         };
-        parse_bytes(&bytes, &file)?;
+        let cfg = parse_bytes(&bytes, &file)?;
+        // Refused at load anyway: better said before the user trusts the file.
+        crate::load::check_project_file(&cfg, &file)?;
         let record = TrustRecord {
             sha256: sha256_hex(&bytes),
             trusted_at: SystemTime::now()

@@ -66,9 +66,30 @@ pub struct HostFacts {
     pub ca_trust: Vec<crate::trust::CaTrust>,
     /// Each custom mount path as written in the config, with its `~`-expanded form and what is there.
     pub mount_sources: BTreeMap<String, MountSource>,
+    /// Each custom mount pattern as written in the config, with what it matched at launch.
+    #[serde(default)]
+    pub mount_patterns: BTreeMap<String, crate::mount_patterns::PatternMatches>,
     /// The host bridge as this launch sees it.
     #[serde(default)]
     pub bridge: BridgeFacts,
+    /// Each `[sandbox.environment]` NAME with a `file` source: the host path and what it holds.
+    #[serde(default)]
+    pub environment_files: BTreeMap<String, airlock_config::FileValue>,
+    /// The host's RAM in bytes (0 when unknown): the default tmpfs size is a share of it.
+    #[serde(default)]
+    pub ram_bytes: u64,
+}
+
+/// The host's RAM, from sysinfo(2); 0 when it cannot be read.
+pub fn ram_bytes() -> u64 {
+    // SAFETY: sysinfo fills the zeroed struct it is given.
+    let mut info: libc::sysinfo = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a sysinfo struct.
+    if unsafe { libc::sysinfo(&mut info) } != 0 {
+        return 0;
+    }
+    info.totalram
+        .saturating_mul(u64::from(info.mem_unit.max(1)))
 }
 
 /// The host bridge (`airlock bridge install`) as one launch sees it.
@@ -227,12 +248,16 @@ impl HostFacts {
         let mount_sources = profile
             .mounts
             .iter()
-            .map(|m| {
-                let path = paths.expand_tilde(&m.path);
+            .filter_map(|m| match &m.selector {
+                airlock_config::MountSelector::Path(path) => Some(path),
+                airlock_config::MountSelector::Pattern(_) => None,
+            })
+            .map(|written| {
+                let path = paths.expand_tilde(written);
                 let resolved = fs::canonicalize(&path).ok();
                 let kind = resolved.as_deref().map_or(PathKind::Missing, path_kind);
                 (
-                    m.path.clone(),
+                    written.clone(),
                     MountSource {
                         path,
                         resolved,
@@ -250,6 +275,7 @@ impl HostFacts {
             user: user_name(uid, &env),
             uid,
             gid,
+            ram_bytes: ram_bytes(),
             hostname: nix::unistd::gethostname()
                 .ok()
                 .and_then(|h| h.into_string().ok())
@@ -268,7 +294,9 @@ impl HostFacts {
             ),
             project_config: (path_kind(&config) == PathKind::File).then_some(config),
             mount_sources,
+            mount_patterns: crate::mount_patterns::gather(paths, &home, project, profile),
             bridge: BridgeFacts::gather(paths),
+            environment_files: airlock_config::read_environment_files(profile, paths, project),
             home,
         }
     }

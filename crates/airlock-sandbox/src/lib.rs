@@ -10,6 +10,7 @@ pub mod contrib;
 pub mod doctor;
 pub mod hide;
 pub mod host;
+pub mod mount_patterns;
 pub mod native;
 pub mod spec;
 pub mod state;

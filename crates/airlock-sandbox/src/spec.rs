@@ -23,6 +23,10 @@ pub struct SandboxSpec {
     pub argv: Vec<String>,
     /// The workload's whole environment (nothing else is inherited).
     pub env: BTreeMap<String, String>,
+    /// What `--print-spec` shows instead of each value `[sandbox.environment]` took from a host
+    /// variable or a file (`<from file ~/.x>`), see [`SandboxSpec::redacted`]. Never serialised.
+    #[serde(skip)]
+    pub env_placeholders: BTreeMap<String, String>,
     /// The uid and gid inside, mapped to the same ids on the host.
     pub uid: u32,
     pub gid: u32,
@@ -33,6 +37,11 @@ pub struct SandboxSpec {
     pub egress: Option<EgressSpec>,
     /// Mount operations, parents before children.
     pub mounts: Vec<MountOp>,
+    /// Why each planned mount's target is there: what airlock mounts ("a system file", "a tool
+    /// mount", ...) or the `[[sandbox.mounts]]` entry that produced it, e.g.
+    /// `<file>: [[sandbox.mounts]] #2 (pattern = "**/*.key", mode = "hidden")`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mount_origins: BTreeMap<PathBuf, String>,
     /// Paths the workload may write (Landlock's second layer); everything else is read-only.
     pub writable: Vec<PathBuf>,
     /// Host-side steps before the launch (overlay dirs, seeded and generated files).
@@ -42,6 +51,26 @@ pub struct SandboxSpec {
     /// What the sandbox's init keeps hidden in the project for the whole session.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub hide: Option<crate::hide::HideSpec>,
+    /// Resource limits (`[sandbox.resources]`) and the size of the sandbox's own tmpfs.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Lines to print before the launch: a `[[sandbox.mounts]]` pattern that matched nothing, ...
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// What the sandbox may use: cgroup v2 limits (none by default) and the size each of its own
+/// tmpfs (`/tmp`, `/var/tmp`, `/run`, `/dev/shm`, tmpfs mounts) may grow to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Bytes per tmpfs; 0: the kernel's default (half of RAM).
+    pub tmpfs_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpus_milli: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u64>,
 }
 
 /// One step of building the sandbox's root. Targets are absolute paths inside the sandbox.
@@ -158,6 +187,19 @@ pub enum PrepareStep {
 }
 
 impl SandboxSpec {
+    /// The spec as `--print-spec` shows it: each value `[sandbox.environment]` took from a host
+    /// variable or a file, usually a secret, replaced by where it came from. The launch uses the
+    /// spec itself.
+    pub fn redacted(&self) -> SandboxSpec {
+        let mut shown = self.clone();
+        for (name, placeholder) in &self.env_placeholders {
+            if let Some(value) = shown.env.get_mut(name) {
+                *value = placeholder.clone();
+            }
+        }
+        shown
+    }
+
     /// Whether `path`, a host path under `home`, shows inside: a mount other than the synthetic
     /// home's own covers it, or the sandbox's home already has it.
     pub fn shows_home_path(&self, home: &std::path::Path, path: &std::path::Path) -> bool {

@@ -337,13 +337,11 @@ fn duplicate_mount_with_other_mode_is_an_error() {
     };
     let err = build(&profile, &h, &RunRequest::default()).expect_err("duplicate");
     let text = err.to_string();
-    assert!(text.contains("listed twice"), "{text}");
-    assert!(
-        text.contains("readonly in /home/dev/.config/airlock/config.toml"),
-        "{text}"
-    );
-    assert!(
-        text.contains("readwrite in /home/dev/code/app/.airlock.toml"),
-        "{text}"
+    assert_eq!(
+        text,
+        "mount path /home/dev/data is listed twice with different modes, by \
+         /home/dev/.config/airlock/config.toml: [[sandbox.mounts]] #1 (path = \"~/data\", mode = \"readonly\") \
+         and by /home/dev/code/app/.airlock.toml: [[sandbox.mounts]] #1 \
+         (path = \"/home/dev/data\", mode = \"readwrite\"); keep one entry"
     );
 }

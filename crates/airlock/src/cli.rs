@@ -6,11 +6,21 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::commands::{doctor::DoctorArgs, sandboxes::ListArgs, sandboxes::PruneArgs};
 
+/// `airlock --version`: `0.1.0 (abc123def456 2026-12-01)`, the commit and build date from build.rs.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("AIRLOCK_GIT_COMMIT"),
+    " ",
+    env!("AIRLOCK_BUILD_DATE"),
+    ")"
+);
+
 /// Run AI coding agents and dev tools with full autonomy in a sandbox that keeps your secrets and
 /// your machine out of reach. `airlock [RUN OPTIONS] CMD...` is short for `airlock run [RUN OPTIONS]
 /// -- CMD...`.
 #[derive(Debug, Parser)]
-#[command(name = "airlock", version, allow_external_subcommands = true)]
+#[command(name = "airlock", version = VERSION, allow_external_subcommands = true)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -51,6 +61,13 @@ pub enum Command {
     AgentWrappers(crate::commands::agents::AgentWrappersCommand),
     /// Run an agent sandboxed: in this directory's sandbox, or as itself when already inside one
     RunAgent(crate::commands::agents::RunAgentArgs),
+    /// Print a shell completion script for airlock (bash, zsh or fish) on stdout
+    #[command(after_long_help = crate::commands::completion::INSTALL_HELP)]
+    Completion {
+        /// The shell the script is for
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
     /// Hand an overlay's output to the shared temp directory (run by airlock's launch scripts)
     #[command(hide = true)]
     OverlayHandoff(crate::commands::overlay::HandoffArgs),
@@ -73,9 +90,21 @@ pub struct RunArgs {
     /// Remove this project's sandbox state when the command ends (kept if another session uses it)
     #[arg(long)]
     pub rm: bool,
+    /// [tools.git] mode for this run, over the config: readonly (.git read-only), readwrite
+    /// (commits come back as airlock/<branch>) or disabled (no git config)
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub git_mode: Option<GitModeArg>,
+    /// Show the project's .env, .env.*, .envrc and .airlock.toml for this run (as [sandbox]
+    /// hide_env_files = false); [sandbox] hide globs still apply
+    #[arg(long)]
+    pub no_hide_env: bool,
     /// Print the sandbox spec as JSON and exit without running anything
     #[arg(long)]
     pub print_spec: bool,
+    /// Print what the sandbox would be (project, state, network, tools, hidden paths, mounts,
+    /// variable names) and exit without running anything
+    #[arg(long, conflicts_with = "print_spec")]
+    pub explain: bool,
     /// The project directory (default: the git toplevel of the current directory, else the directory)
     #[arg(long, value_name = "DIR")]
     pub project: Option<PathBuf>,
@@ -95,6 +124,9 @@ pub fn shorthand(mut argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
         "--verbose",
         "--rm",
         "--print-spec",
+        "--explain",
+        "--no-hide-env",
+        "--git-mode",
         "--network",
         "--allow-host",
         "--deny-host",
@@ -112,6 +144,13 @@ pub fn shorthand(mut argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     argv
 }
 
+impl RunArgs {
+    /// `--print-spec` or `--explain`: plan the sandbox, start nothing, touch nothing on the host.
+    pub fn plan_only(&self) -> bool {
+        self.print_spec || self.explain
+    }
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum NetworkArg {
     Proxy,
@@ -119,9 +158,36 @@ pub enum NetworkArg {
     Host,
 }
 
+/// `--git-mode`: the values of `[tools.git] mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GitModeArg {
+    Readonly,
+    Readwrite,
+    Disabled,
+}
+
+impl GitModeArg {
+    /// The spelling `[tools.git] mode` uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GitModeArg::Readonly => "readonly",
+            GitModeArg::Readwrite => "readwrite",
+            GitModeArg::Disabled => "disabled",
+        }
+    }
+}
+
+/// `airlock completion SHELL`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum SandboxesCommand {
-    /// List sandboxes with their project, size, last use and live sessions
+    /// List sandboxes with their project, status, size, last use and live sessions
     List(ListArgs),
     /// Remove sandboxes that match a filter (never one in use)
     Prune(PruneArgs),

@@ -44,6 +44,7 @@ fn main() {
         Some(Command::Tools(command)) => commands::tools::run(command),
         Some(Command::AgentWrappers(command)) => commands::agents::agent_wrappers(command),
         Some(Command::RunAgent(args)) => commands::agents::run_agent(args),
+        Some(Command::Completion { shell }) => commands::completion::run(shell),
         Some(Command::OverlayHandoff(args)) => commands::overlay::handoff(args),
         Some(Command::Network(cli::NetworkCommand::Explain { host })) => {
             commands::config::explain_host(&host)

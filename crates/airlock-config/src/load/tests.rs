@@ -1,5 +1,5 @@
 use super::*;
-use crate::{MountMode, NetworkMode, TrustStore};
+use crate::{MountEntry, MountMode, MountSelector, NetworkMode, TrustStore};
 use std::fs;
 
 fn parse_err(text: &str) -> String {
@@ -42,11 +42,13 @@ fn full_file_parses() {
         s.mounts,
         [
             MountEntry {
-                path: "~/x".into(),
+                path: Some("~/x".into()),
+                pattern: None,
                 mode: MountMode::Readwrite
             },
             MountEntry {
-                path: "/y".into(),
+                path: Some("/y".into()),
+                pattern: None,
                 mode: MountMode::Hidden
             },
         ]
@@ -191,6 +193,9 @@ fn layering_rules() {
         [[sandbox.mounts]]
         path = "~/g"
         mode = "readwrite"
+        [[sandbox.mounts]]
+        pattern = "**/*.key"
+        mode = "hidden"
         "#);
     let (gp, pp) = (
         Path::new("/home/u/.config/airlock/config.toml"),
@@ -208,14 +213,22 @@ fn layering_rules() {
         r.mounts,
         [
             ProfileMount {
-                path: "~/g".into(),
+                selector: MountSelector::Path("~/g".into()),
                 mode: MountMode::Readonly,
-                origin: gp.into()
+                origin: gp.into(),
+                entry: 1,
             },
             ProfileMount {
-                path: "~/g".into(),
+                selector: MountSelector::Path("~/g".into()),
                 mode: MountMode::Readwrite,
-                origin: pp.into()
+                origin: pp.into(),
+                entry: 1,
+            },
+            ProfileMount {
+                selector: MountSelector::Pattern("**/*.key".into()),
+                mode: MountMode::Hidden,
+                origin: pp.into(),
+                entry: 2,
             },
         ],
         "both kept, in order, with their origin: the spec builder resolves duplicates"
@@ -276,6 +289,7 @@ fn load_with_no_files_gives_defaults() {
         LoadedConfig {
             profile: Profile::default(),
             global: None,
+            includes: Vec::new(),
             project: ProjectFile::Absent
         }
     );
@@ -404,10 +418,13 @@ fn corrupt_trust_store_is_an_error_only_when_needed() {
 #[test]
 fn mutated_files_never_panic_and_errors_name_the_file() {
     let seed_text = format!(
-        "{}\n[sandbox]\nnetwork = \"none\"\nenv_passthrough = [\"TERM\"]\n[[sandbox.mounts]]\npath = \"~/x\"\nmode = \"tmpfs\"\n",
+        "{}\n[sandbox]\nnetwork = \"none\"\nenv_passthrough = [\"TERM\"]\n[[sandbox.mounts]]\npath = \"~/x\"\nmode = \"tmpfs\"\n\
+         [sandbox.environment.TOKEN]\nfile = \"~/t\"\n[sandbox.environment.B]\nenv = \"B\"\n\
+         [[include]]\nif = \"dir:~/w/{{a,b}}/**\"\npath = \"w.toml\"\n",
         crate::init_template().replace("[sandbox]", "")
     );
     let origin = Path::new("/fuzz/.airlock.toml");
+    parse_bytes(seed_text.as_bytes(), origin).expect("the seed is valid");
     let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
     let mut next = move || {
         state ^= state << 13;

@@ -1,8 +1,9 @@
 //! The sandbox's environment: rebuilt from scratch, never inherited.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
-use airlock_config::Profile;
+use airlock_config::{EnvSource, NetworkMode, Profile};
 
 use super::SpecError;
 use crate::host::HostFacts;
@@ -26,25 +27,34 @@ const ENV_RESERVED: &[&str] = &[
 
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-/// The variables through which curl, git, pip, npm, yarn, cargo and Node find the egress proxy. They
-/// override anything passed through: in proxy mode there is no other way out.
+/// The variables through which curl, git, pip, npm, yarn, cargo and Node find the egress proxy.
+const PROXY_URL_VARS: &[&str] = &[
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "npm_config_proxy",
+    "npm_config_https_proxy",
+    "YARN_HTTP_PROXY",
+    "YARN_HTTPS_PROXY",
+    "PIP_PROXY",
+    "CARGO_HTTP_PROXY",
+    "GLOBAL_AGENT_HTTP_PROXY",
+];
+
+/// What proxy mode sets besides the URLs.
+const PROXY_OTHER_VARS: &[&str] = &["NO_PROXY", "no_proxy", "NODE_USE_ENV_PROXY"];
+
+/// What the host bridge sets besides `PATH` (which it prefixes) and `AIRLOCK_*`.
+const BRIDGE_VARS: &[&str] = &["BROWSER", "GIT_CONFIG_SYSTEM"];
+
+/// Points every proxy variable at the egress proxy. They override anything passed through: in
+/// proxy mode there is no other way out.
 pub(super) fn proxy_environment(env: &mut BTreeMap<String, String>, url: &str) {
-    for key in [
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "all_proxy",
-        "npm_config_proxy",
-        "npm_config_https_proxy",
-        "YARN_HTTP_PROXY",
-        "YARN_HTTPS_PROXY",
-        "PIP_PROXY",
-        "CARGO_HTTP_PROXY",
-        "GLOBAL_AGENT_HTTP_PROXY",
-    ] {
-        env.insert(key.into(), url.into());
+    for key in PROXY_URL_VARS {
+        env.insert((*key).into(), url.into());
     }
     for key in ["NO_PROXY", "no_proxy"] {
         env.insert(key.into(), "localhost,127.0.0.1,::1".into());
@@ -115,4 +125,177 @@ pub(super) fn environment(
         env.insert(key.into(), value);
     }
     Ok(env)
+}
+
+/// Why a `[sandbox.environment]` entry cannot be applied. Values never appear in these messages.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum EnvironmentError {
+    /// The NAME is one airlock sets itself in this launch.
+    #[error("{}: [sandbox.environment.{name}]: {name} {by}; {fix}", origin.display())]
+    Reserved {
+        name: String,
+        origin: PathBuf,
+        by: &'static str,
+        fix: &'static str,
+    },
+    /// A `file` source that cannot be used.
+    #[error(
+        "{}: [sandbox.environment.{name}] file = {written:?} ({}): {reason}; make it a regular \
+         UTF-8 file of at most 64 KiB, or fix or remove the entry",
+        origin.display(),
+        path.display()
+    )]
+    File {
+        name: String,
+        origin: PathBuf,
+        written: String,
+        path: PathBuf,
+        reason: String,
+    },
+}
+
+/// Who else sets `name` in a launch with `network` and the bridge as `bridge` says, and what to do
+/// instead; None when `[sandbox.environment]` may set it.
+fn set_by_airlock(
+    name: &str,
+    network: NetworkMode,
+    bridge: bool,
+) -> Option<(&'static str, &'static str)> {
+    if ENV_RESERVED.contains(&name) || name.starts_with("AIRLOCK_") {
+        return Some((
+            "is set by airlock itself",
+            "remove the entry (airlock's own variables cannot be changed)",
+        ));
+    }
+    if network == NetworkMode::Proxy
+        && (PROXY_URL_VARS.contains(&name) || PROXY_OTHER_VARS.contains(&name))
+    {
+        return Some((
+            "points the sandbox at airlock's egress proxy in proxy mode",
+            "remove the entry; to send traffic through another proxy set [network] upstream_proxy",
+        ));
+    }
+    if bridge && BRIDGE_VARS.contains(&name) {
+        return Some((
+            "is set by the host bridge",
+            "remove the entry, or set [sandbox] bridge = false",
+        ));
+    }
+    None
+}
+
+/// Applies `[sandbox.environment]` over `env` (after the tools' and the CA variables, so it wins
+/// over both). Returns what `--print-spec` shows instead of each value taken from a host variable
+/// or a file: `<from env VAR>`, `<from file PATH>`.
+///
+/// A NAME airlock sets later in the launch (the bridge's, proxy mode's) is refused rather than
+/// silently replaced. An `env` source whose host variable is missing sets nothing (config loading
+/// warned about it).
+pub(super) fn apply_configured(
+    env: &mut BTreeMap<String, String>,
+    profile: &Profile,
+    host: &HostFacts,
+    network: NetworkMode,
+) -> Result<BTreeMap<String, String>, EnvironmentError> {
+    let mut placeholders = BTreeMap::new();
+    for (name, var) in &profile.environment {
+        if let Some((by, fix)) = set_by_airlock(name, network, profile.bridge) {
+            return Err(EnvironmentError::Reserved {
+                name: name.clone(),
+                origin: var.origin.clone(),
+                by,
+                fix,
+            });
+        }
+        let value = match &var.source {
+            EnvSource::Value(value) => value.clone(),
+            EnvSource::Env(host_var) => match host.env.get(host_var) {
+                Some(value) => {
+                    placeholders.insert(name.clone(), format!("<from env {host_var}>"));
+                    value.clone()
+                }
+                None => continue,
+            },
+            EnvSource::File(written) => {
+                let read = host.environment_files.get(name);
+                let file_error = |path: PathBuf, reason: String| EnvironmentError::File {
+                    name: name.clone(),
+                    origin: var.origin.clone(),
+                    written: written.clone(),
+                    path,
+                    reason,
+                };
+                match read {
+                    Some(airlock_config::FileValue {
+                        value: Ok(value), ..
+                    }) => {
+                        placeholders.insert(name.clone(), format!("<from file {written}>"));
+                        value.clone()
+                    }
+                    Some(airlock_config::FileValue {
+                        path,
+                        value: Err(reason),
+                    }) => return Err(file_error(path.clone(), reason.clone())),
+                    None => {
+                        return Err(file_error(
+                            PathBuf::from(written),
+                            "was not read before the launch".into(),
+                        ));
+                    }
+                }
+            }
+        };
+        env.insert(name.clone(), value);
+    }
+    Ok(placeholders)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_the_bridge_sets_is_refused_or_prefixed() {
+        let mut host: HostFacts = serde_json::from_value(serde_json::json!({
+            "home": "/home/u", "user": "u", "uid": 1000, "gid": 1000, "hostname": "h",
+            "env": {}, "cwd": "/home/u/p", "project": "/home/u/p",
+            "sandboxes_dir": "/home/u/.local/share/airlock/sandboxes",
+            "system": {}, "etc": {}, "project_config": null, "mount_sources": {},
+        }))
+        .expect("host facts");
+        host.bridge.exe = Some("/usr/bin/airlock".into());
+        host.bridge.state_dir = Some("/home/u/.local/state/airlock/bridge".into());
+        let plan = super::super::bridge::plan(
+            &Profile::default(),
+            &host,
+            std::path::Path::new("/state"),
+            "/usr/bin",
+            &[],
+        );
+        assert!(!plan.env.is_empty());
+        for (name, _) in plan.env {
+            assert!(
+                name == "PATH" || set_by_airlock(&name, NetworkMode::None, true).is_some(),
+                "the bridge sets {name}, which [sandbox.environment] could set too"
+            );
+        }
+    }
+
+    #[test]
+    fn proxy_variables_are_refused_only_in_proxy_mode() {
+        let mut env = BTreeMap::new();
+        proxy_environment(&mut env, "http://127.0.0.1:3128");
+        for name in env.keys() {
+            assert!(
+                set_by_airlock(name, NetworkMode::Proxy, false).is_some(),
+                "{name}"
+            );
+            assert!(
+                set_by_airlock(name, NetworkMode::Host, false).is_none(),
+                "{name}"
+            );
+        }
+        assert!(set_by_airlock("PATH", NetworkMode::Proxy, true).is_none());
+        assert!(set_by_airlock("AIRLOCK_ANYTHING", NetworkMode::None, false).is_some());
+    }
 }

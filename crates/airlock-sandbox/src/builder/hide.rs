@@ -72,12 +72,69 @@ pub(super) fn plan(
         },
         "the hidden files' source",
     );
+    let known = still_hidden(&host.hidden, profile.hide_env_files, &patterns);
     Some(HideSpec {
         root: host.project.clone(),
         patterns,
         skip: hide::SKIP.iter().map(|s| s.to_string()).collect(),
-        known: host.hidden.clone(),
+        known,
         pins,
         index: state_root.join(hide::INDEX),
     })
+}
+
+/// The last session's masks (the index) that still apply. The keeper hides every known path
+/// whatever the rules, so with `hide_env_files` off (or `run --no-hide-env`) a mask the env rule
+/// made would otherwise outlive it for good; only those are dropped, every other mask is kept.
+fn still_hidden(
+    known: &[hide::HiddenPath],
+    hide_env_files: bool,
+    patterns: &[String],
+) -> Vec<hide::HiddenPath> {
+    if hide_env_files {
+        return known.to_vec();
+    }
+    let env_patterns: Vec<String> = hide::ENV_PATTERNS.iter().map(|p| p.to_string()).collect();
+    let env = hide::Rules::new(&env_patterns).expect("the built-in env patterns are globs");
+    let others = hide::Rules::new(patterns).ok();
+    known
+        .iter()
+        .filter(|h| {
+            !env.matches(&h.path) || others.as_ref().is_none_or(|rules| rules.matches(&h.path))
+        })
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hidden(path: &str) -> hide::HiddenPath {
+        hide::HiddenPath {
+            path: PathBuf::from(path),
+            dir: false,
+        }
+    }
+
+    #[test]
+    fn env_masks_of_the_last_session_go_when_env_files_are_shown() {
+        let known = [
+            hidden(".env"),
+            hidden("web/.env.local"),
+            hidden("keys/a.pem"),
+            hidden("secrets/dev.env"),
+            hidden("certs/.env"),
+        ];
+        assert_eq!(still_hidden(&known, true, &[]), known.to_vec());
+        let patterns = vec!["*.pem".to_owned(), "/certs/**".to_owned()];
+        assert_eq!(
+            still_hidden(&known, false, &patterns),
+            [
+                hidden("keys/a.pem"),
+                hidden("secrets/dev.env"),
+                hidden("certs/.env")
+            ]
+        );
+    }
 }

@@ -1,5 +1,7 @@
 //! The spec builder: a [`Profile`] and [`HostFacts`] in, a [`SandboxSpec`] out. Pure: no I/O.
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use airlock_config::{NetworkMode, Profile};
@@ -15,7 +17,9 @@ mod hide;
 mod tools;
 
 use crate::state::sandbox_name;
+pub use custom::MountError;
 use custom::{covers, custom_mounts};
+pub use env::EnvironmentError;
 use env::{environment, proxy_environment};
 
 /// What the user asked for on the command line.
@@ -48,46 +52,16 @@ pub enum SpecError {
          pass --project with a directory inside it"
     )]
     ProjectContainsHome { project: PathBuf, home: PathBuf },
-    #[error("{origin}: mount path {path:?} must be absolute or start with ~/")]
-    MountNotAbsolute { path: String, origin: PathBuf },
-    #[error(
-        "{origin}: mount path {path} does not exist; create it or remove the [[sandbox.mounts]] entry"
-    )]
-    MountMissing { path: PathBuf, origin: PathBuf },
-    #[error("{origin}: mount path {path} is not a file or directory")]
-    MountNotFileOrDir { path: PathBuf, origin: PathBuf },
-    #[error(
-        "mount path {path} is listed twice with different modes ({first} in {first_origin}, {second} in \
-         {second_origin}); keep one entry"
-    )]
-    MountDuplicate {
-        path: PathBuf,
-        first: &'static str,
-        first_origin: PathBuf,
-        second: &'static str,
-        second_origin: PathBuf,
-    },
-    #[error(
-        "{origin}: mount path {path} is one of airlock's own mounts ({what}); choose a path inside it"
-    )]
-    MountConflict {
-        path: PathBuf,
-        origin: PathBuf,
-        what: &'static str,
-    },
-    #[error("{origin}: mode {mode} at {path} would hide {covered}; choose a narrower path")]
-    MountHides {
-        path: PathBuf,
-        origin: PathBuf,
-        mode: &'static str,
-        covered: PathBuf,
-    },
-    #[error("{origin}: mode tmpfs needs a directory, but {path} is a file; use mode = \"hidden\"")]
-    TmpfsOnFile { path: PathBuf, origin: PathBuf },
+    /// A `[[sandbox.mounts]]` entry that cannot be mounted.
+    #[error(transparent)]
+    Mount(#[from] MountError),
     #[error(
         "env_passthrough: {0} is set by airlock itself and cannot be passed through; remove it"
     )]
     ReservedEnv(String),
+    /// A `[sandbox.environment]` entry that cannot be applied.
+    #[error(transparent)]
+    Environment(#[from] EnvironmentError),
 }
 
 /// Builds the spec of one launch without tool contributions.
@@ -127,10 +101,10 @@ pub fn build_with_tools(
         },
         "the project",
     );
-    let custom = custom_mounts(profile, host, &plan)?;
+    let custom = custom_mounts(profile, host, &plan, &state_root)?;
     if profile.hide_env_files
         && let Some(file) = &host.project_config
-        && !custom.iter().any(|(op, _)| covers(op, file))
+        && !custom.ops.iter().any(|(op, _)| covers(op, file))
     {
         plan.push(
             MountOp::MaskFile {
@@ -147,7 +121,7 @@ pub fn build_with_tools(
         PathBuf::from("/run"),
         PathBuf::from("/dev"),
     ];
-    for (op, _) in &custom {
+    for (op, _) in &custom.ops {
         if let MountOp::Bind {
             writable: true,
             target,
@@ -156,13 +130,14 @@ pub fn build_with_tools(
         | MountOp::Tmpfs {
             writable: true,
             target,
-        } = op
+        }
+        | MountOp::Overlay { target, .. } = op
         {
             writable.push(target.clone());
         }
     }
-    for (op, what) in custom {
-        plan.push(op, what);
+    for (op, rule) in custom.ops {
+        plan.push(op, rule);
     }
     let tools = tools::plan(contrib, &state_root, &plan);
     writable.extend(tools.writable);
@@ -227,6 +202,7 @@ pub fn build_with_tools(
             );
         }
     }
+    let env_placeholders = env::apply_configured(&mut env, profile, host, network)?;
     let path = env.get("PATH").cloned().unwrap_or_default();
     let bridge = bridge::plan(profile, host, &state_root, &path, &contrib.shims);
     env.extend(bridge.env);
@@ -238,6 +214,7 @@ pub fn build_with_tools(
     }
     Ok(SandboxSpec {
         env,
+        env_placeholders,
         name,
         project: host.project.clone(),
         state_root,
@@ -248,14 +225,41 @@ pub fn build_with_tools(
         hostname: host.hostname.clone(),
         network,
         egress,
+        mount_origins: plan.origins(),
         mounts: plan.into_ordered(),
         writable,
-        prepare: [tools.prepare, bridge.prepare].concat(),
+        prepare: [custom.prepare, tools.prepare, bridge.prepare].concat(),
+        warnings: custom.warnings,
         seccomp: SeccompPolicy {
             nested_namespaces: profile.nested_namespaces,
         },
         hide,
+        limits: limits(&profile.resources, host.ram_bytes),
     })
+}
+
+/// The share of RAM each tmpfs of the sandbox may fill unless `tmp_size` says otherwise: four of
+/// them at the kernel's default (half of RAM each) could take twice the machine's memory.
+pub const DEFAULT_TMPFS_PERCENT: u64 = 12;
+
+fn limits(r: &airlock_config::resources::Resources, ram: u64) -> crate::spec::Limits {
+    use airlock_config::resources::TmpSize;
+    let tmpfs_bytes = match r.tmp_size {
+        Some(TmpSize::Bytes(bytes)) => bytes,
+        Some(TmpSize::Percent(pct)) => ram / 100 * u64::from(pct),
+        None => ram / 100 * DEFAULT_TMPFS_PERCENT,
+    };
+    crate::spec::Limits {
+        // Never below 64 MiB: less breaks package installs in /tmp before any limit is reached.
+        tmpfs_bytes: if ram == 0 {
+            0
+        } else {
+            tmpfs_bytes.max(64 << 20)
+        },
+        memory: r.memory,
+        cpus_milli: r.cpus_milli,
+        pids: r.pids,
+    }
 }
 
 fn check_project(project: &Path, home: &Path) -> Result<(), SpecError> {
@@ -274,22 +278,31 @@ fn check_project(project: &Path, home: &Path) -> Result<(), SpecError> {
     Ok(())
 }
 
-/// The mount list under construction; each entry remembers what it is for error messages.
+/// The mount list under construction; each entry remembers what it is (for error messages and
+/// the spec's `mount_origins`): "a system file", or the `[[sandbox.mounts]]` entry of a custom one.
 #[derive(Default)]
 struct MountPlan {
-    ops: Vec<(MountOp, &'static str)>,
+    ops: Vec<(MountOp, Cow<'static, str>)>,
 }
 
 impl MountPlan {
-    fn push(&mut self, op: MountOp, what: &'static str) {
-        self.ops.push((op, what));
+    fn push(&mut self, op: MountOp, what: impl Into<Cow<'static, str>>) {
+        self.ops.push((op, what.into()));
     }
 
-    fn owner_of(&self, target: &Path) -> Option<&'static str> {
+    fn owner_of(&self, target: &Path) -> Option<&str> {
         self.ops
             .iter()
             .find(|(op, _)| op.target() == target)
-            .map(|(_, what)| *what)
+            .map(|(_, what)| what.as_ref())
+    }
+
+    /// What each target is for; of two operations on one target, the later (mounted on top).
+    fn origins(&self) -> BTreeMap<PathBuf, String> {
+        self.ops
+            .iter()
+            .map(|(op, what)| (op.target().to_owned(), what.to_string()))
+            .collect()
     }
 
     /// Parents before children: a stable sort on depth keeps same-depth entries in insertion order.

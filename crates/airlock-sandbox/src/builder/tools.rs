@@ -24,7 +24,7 @@ pub(super) struct ToolPlan {
 }
 
 /// A stable, readable name for per-mount state: `<tool>-<basename>-<sha256(target)[:8]>`.
-fn slot(tool: &str, target: &Path) -> String {
+pub(super) fn slot(tool: &str, target: &Path) -> String {
     let digest = Sha256::digest(target.as_os_str().as_encoded_bytes());
     let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
     let base = target

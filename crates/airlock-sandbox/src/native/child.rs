@@ -30,6 +30,8 @@ pub const SETUP_FAILED: i32 = 125;
 pub struct ChildPlan {
     pub mounts: Vec<MountOp>,
     pub hostname: String,
+    /// `size=` of every writable tmpfs of the sandbox (`None`: the kernel's default).
+    pub tmpfs_size: Option<CString>,
     pub network: NetworkMode,
     pub cwd: CString,
     pub argv: Vec<CString>,
@@ -90,6 +92,8 @@ impl ChildPlan {
         Ok(ChildPlan {
             mounts: spec.mounts.clone(),
             hostname: spec.hostname.clone(),
+            tmpfs_size: (spec.limits.tmpfs_bytes > 0)
+                .then(|| CString::new(spec.limits.tmpfs_bytes.to_string()).expect("digits")),
             network: spec.network,
             cwd: c(&spec.cwd.to_string_lossy(), "the working directory")?,
             argv,
@@ -159,7 +163,7 @@ pub fn main(plan: &ChildPlan, sock: OwnedFd) -> ! {
         // SAFETY: as in die().
         _ => unsafe { libc::_exit(SETUP_FAILED) },
     }
-    if let Err(e) = rootfs::build(&plan.mounts, &plan.hostname) {
+    if let Err(e) = rootfs::build(&plan.mounts, &plan.hostname, plan.tmpfs_size.as_deref()) {
         die(fd, &e.to_string());
     }
     if plan.network != NetworkMode::Host

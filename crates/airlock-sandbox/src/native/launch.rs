@@ -9,6 +9,7 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 
+use super::cgroup::Cgroup;
 use super::child::{self, ChildPlan};
 use super::creds::{self, DroppedGroups};
 use super::notify::Listener;
@@ -90,6 +91,8 @@ impl Gates for NoGates {
 /// gates may start threads, since they are called after the clone.
 pub fn run(spec: &SandboxSpec, gates: &mut dyn Gates) -> Result<Outcome, LaunchError> {
     let mut plan = ChildPlan::new(spec).map_err(LaunchError::Plan)?;
+    let cgroup = limit_group(spec)?;
+    let _ = std::fs::remove_file(spec.state_root.join(OOM_MARKER));
     plan.fd_limit = creds::raise_fd_limit();
     plan.tty = TtyPlan::detect();
     let (parent_end, child_end) = socketpair(
@@ -113,8 +116,19 @@ pub fn run(spec: &SandboxSpec, gates: &mut dyn Gates) -> Result<Outcome, LaunchE
         .map_err(|e| LaunchError::Start(e.into()))?;
     // Before the clone, so keys typed while the sandbox starts wait for the pty unechoed.
     let raw = plan.tty.as_ref().and_then(RawMode::enter);
-    let result = clone_and_wait(spec, &plan, parent_end, child_end, gates, raw.as_ref());
+    let result = clone_and_wait(
+        spec,
+        &plan,
+        parent_end,
+        child_end,
+        gates,
+        raw.as_ref(),
+        cgroup.as_ref(),
+    );
     drop(raw);
+    if let Some(cgroup) = cgroup {
+        report_events(spec, cgroup.finish());
+    }
     let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&previous), None);
     result
 }
@@ -138,6 +152,7 @@ fn clone_and_wait(
     child_end: OwnedFd,
     gates: &mut dyn Gates,
     raw: Option<&RawMode>,
+    cgroup: Option<&Cgroup>,
 ) -> Result<Outcome, LaunchError> {
     let groups = DroppedGroups::for_clone().map_err(LaunchError::Start)?;
     // SAFETY: the caller guarantees a single-threaded process; the child never returns.
@@ -166,6 +181,14 @@ fn clone_and_wait(
         wait_pidfd(&pidfd);
         return Err(e);
     }
+    if let Some(Err(e)) = cgroup.map(|c| c.add(pid)) {
+        // Limits that were asked for hold, or the sandbox does not run.
+        let _ = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
+        wait_pidfd(&pidfd);
+        return Err(LaunchError::Setup(format!(
+            "{e}; [sandbox.resources] cannot be applied, so the sandbox was not started"
+        )));
+    }
     if let Err(e) = gates.started() {
         // Fail closed: the gates this sandbox was planned with serve it, or it does not run.
         let _ = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
@@ -177,6 +200,42 @@ fn clone_and_wait(
     let terminal = plan.tty.as_ref().map(|plan| Terminal { plan, raw });
     supervise(&pidfd, &parent_end, gates, index, terminal)
 }
+
+/// The sandbox's cgroup when `[sandbox.resources]` limits anything; an error refuses the launch.
+fn limit_group(spec: &SandboxSpec) -> Result<Option<Cgroup>, LaunchError> {
+    let l = &spec.limits;
+    if l.memory.is_none() && l.cpus_milli.is_none() && l.pids.is_none() {
+        return Ok(None);
+    }
+    let parent = super::cgroup::own_group_here().map_err(LaunchError::Setup)?;
+    let name = format!("{}.{}", spec.name, std::process::id());
+    Cgroup::create(&parent, l, &name).map_err(LaunchError::Setup)
+}
+
+/// Says what the limits stopped, and records an OOM kill for `sandboxes list`.
+fn report_events(spec: &SandboxSpec, events: super::cgroup::Events) {
+    if events.oom_kills > 0 {
+        let limit = spec.limits.memory.unwrap_or(0) >> 20;
+        eprintln!(
+            "airlock: the sandbox ran out of memory: the kernel killed {} process(es) at the \
+             {limit} MiB limit ([sandbox.resources] memory)",
+            events.oom_kills
+        );
+        let _ = std::fs::write(
+            spec.state_root.join(OOM_MARKER),
+            format!("{}\n", events.oom_kills),
+        );
+    }
+    if events.pids_refused > 0 {
+        eprintln!(
+            "airlock: {} fork(s) were refused at the process limit ([sandbox.resources] pids = {})",
+            events.pids_refused,
+            spec.limits.pids.unwrap_or(0)
+        );
+    }
+}
+
+pub use crate::state::OOM_MARKER;
 
 /// The caller's terminal, when the sandbox got a pty for it.
 struct Terminal<'a> {

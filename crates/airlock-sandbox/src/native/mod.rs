@@ -7,6 +7,7 @@
 //! calls).
 
 pub mod caps;
+pub mod cgroup;
 mod child;
 mod creds;
 #[cfg(test)]
@@ -22,5 +23,5 @@ mod sys;
 mod tty;
 
 pub use child::SETUP_FAILED;
-pub use launch::{Gates, LaunchError, NoGates, Outcome, run};
+pub use launch::{Gates, LaunchError, NoGates, OOM_MARKER, Outcome, run};
 pub use net::EGRESS_PORT;

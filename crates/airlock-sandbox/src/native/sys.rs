@@ -297,6 +297,30 @@ mod tests {
 
     #[test]
     fn the_detached_closer_holds_nothing_else_once_it_returns() {
+        // In a forked child: other test threads spawn processes too, and each such fork holds a
+        // copy of the lock's descriptor for a moment; the child has no other threads. (glibc's
+        // fork leaves malloc usable in the child.)
+        // SAFETY: the child only runs the checks below and exits.
+        match unsafe { libc::fork() } {
+            0 => {
+                let ok = std::panic::catch_unwind(closer_rounds).is_ok();
+                // SAFETY: ends the forked child without running the parent's exit handlers.
+                unsafe { libc::_exit(if ok { 0 } else { 1 }) }
+            }
+            pid if pid > 0 => {
+                let mut status = 0;
+                // SAFETY: waits for the child forked above.
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+                assert!(
+                    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+                    "the closer still held this process's lock (status {status})"
+                );
+            }
+            _ => panic!("fork: {}", io::Error::last_os_error()),
+        }
+    }
+
+    fn closer_rounds() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("lock");
         for _ in 0..200 {

@@ -31,6 +31,8 @@ pub struct SandboxInfo {
     pub last_used: Option<SystemTime>,
     /// Sessions whose process is still alive.
     pub live_sessions: u32,
+    /// Whether the last session ended with processes killed at `[sandbox.resources] memory`.
+    pub oom_killed: bool,
 }
 
 fn serialize_unix_secs<S: Serializer>(time: &Option<SystemTime>, s: S) -> Result<S::Ok, S::Error> {
@@ -41,7 +43,23 @@ fn serialize_unix_secs<S: Serializer>(time: &Option<SystemTime>, s: S) -> Result
 }
 
 /// Every state root under `sandboxes_dir`, sorted by name. Removes stale session files on the way.
-pub fn list(sandboxes_dir: &Path, _locks_dir: &Path) -> Result<Vec<SandboxInfo>, StateError> {
+pub fn list(sandboxes_dir: &Path, locks_dir: &Path) -> Result<Vec<SandboxInfo>, StateError> {
+    list_with(sandboxes_dir, locks_dir, &ListOptions { sizes: true })
+}
+
+/// What [`list_with`] measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListOptions {
+    /// Walk each root for its disk usage; without, `size_bytes` is 0 (a big home takes a while).
+    pub sizes: bool,
+}
+
+/// [`list`], measuring what `options` asks for.
+pub fn list_with(
+    sandboxes_dir: &Path,
+    _locks_dir: &Path,
+    options: &ListOptions,
+) -> Result<Vec<SandboxInfo>, StateError> {
     let mut infos = Vec::new();
     for (name, dir) in sandbox_dirs(sandboxes_dir)? {
         let facts = inspect(&dir);
@@ -50,8 +68,9 @@ pub fn list(sandboxes_dir: &Path, _locks_dir: &Path) -> Result<Vec<SandboxInfo>,
             continue;
         }
         infos.push(SandboxInfo {
-            size_bytes: disk_usage(&dir),
+            size_bytes: if options.sizes { disk_usage(&dir) } else { 0 },
             live_sessions: count_live_sessions(&dir.join(SESSIONS_DIR)),
+            oom_killed: dir.join(super::OOM_MARKER).exists(),
             name,
             path: dir,
             project_exists: facts.project_exists(),
@@ -65,8 +84,9 @@ pub fn list(sandboxes_dir: &Path, _locks_dir: &Path) -> Result<Vec<SandboxInfo>,
 /// Which sandboxes [`prune`] removes.
 ///
 /// The filters combine with AND: each one given narrows the selection, so `orphaned` with
-/// `older_than` removes orphaned sandboxes that were also not used for that long. With no filter at
-/// all nothing is selected (the CLI asks for one). A sandbox with a live session is never removed.
+/// `older_than` removes orphaned sandboxes that were also not used for that long, and `keep` spares
+/// the most recently used ones from whatever the others select. With no filter at all nothing is
+/// selected (the CLI asks for one). A sandbox with a live session is never removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PruneOptions {
     /// Select sandboxes whose project directory is gone or that have no readable `sandbox.json`.
@@ -74,6 +94,11 @@ pub struct PruneOptions {
     /// Select sandboxes last used longer ago than this; one without `last-used` is never selected
     /// by age (its age is unknown).
     pub older_than: Option<Duration>,
+    /// Select every sandbox.
+    pub all: bool,
+    /// Select all but the `keep` most recently used sandboxes (one without `last-used` counts as
+    /// the least recent; ties go by name).
+    pub keep: Option<usize>,
     /// Report what would be removed, remove nothing.
     pub dry_run: bool,
 }
@@ -81,7 +106,7 @@ pub struct PruneOptions {
 impl PruneOptions {
     /// Whether any selecting filter is set.
     pub fn has_filter(&self) -> bool {
-        self.orphaned || self.older_than.is_some()
+        self.orphaned || self.older_than.is_some() || self.all || self.keep.is_some()
     }
 }
 
@@ -119,8 +144,11 @@ pub fn prune(
     if !options.has_filter() {
         return Ok(results);
     }
-    for (name, dir) in sandbox_dirs(sandboxes_dir)? {
-        if !inspect(&dir).selected_by(options, SystemTime::now()) {
+    let dirs = sandbox_dirs(sandboxes_dir)?;
+    let kept = most_recently_used(&dirs, options.keep.unwrap_or(0));
+    for (name, dir) in dirs {
+        let first = inspect(&dir);
+        if kept.contains(&name) || !first.selected_by(options, SystemTime::now()) {
             continue;
         }
         let (lock_path, lock) = open_name_lock(locks_dir, &name)?;
@@ -128,7 +156,9 @@ pub fn prune(
         let size_bytes = disk_usage(&dir);
         let action = if !exclusive || count_live_sessions(&dir.join(SESSIONS_DIR)) > 0 {
             PruneAction::SkippedInUse
-        } else if !inspect(&dir).selected_by(options, SystemTime::now()) {
+        } else if !inspect(&dir).selected_by(options, SystemTime::now())
+            || (options.keep.is_some() && inspect(&dir).last_used != first.last_used)
+        {
             continue; // used again between the first look and the lock
         } else if options.dry_run {
             PruneAction::WouldRemove
@@ -147,6 +177,24 @@ pub fn prune(
         });
     }
     Ok(results)
+}
+
+/// The names of the `n` roots of `dirs` used last.
+fn most_recently_used(dirs: &[(String, PathBuf)], n: usize) -> Vec<String> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let mut by_use: Vec<(Option<SystemTime>, &String)> = dirs
+        .iter()
+        .map(|(name, dir)| (inspect(dir).last_used, name))
+        .collect();
+    // Latest first; `None` (never recorded) sorts below every time.
+    by_use.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    by_use
+        .into_iter()
+        .take(n)
+        .map(|(_, name)| name.clone())
+        .collect()
 }
 
 /// What a root records about itself, read without locks.
@@ -275,6 +323,7 @@ mod tests {
                 "last_used_unix",
                 "live_sessions",
                 "name",
+                "oom_killed",
                 "path",
                 "project",
                 "project_exists",
@@ -371,9 +420,88 @@ mod tests {
             orphaned: true,
             older_than: Some(30 * DAY),
             dry_run: true,
+            ..PruneOptions::default()
         });
         let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, [sandbox_name(&gone_old)]);
+    }
+
+    #[test]
+    fn list_without_sizes_skips_the_walk() {
+        let f = Fixture::new();
+        let s = f.open(&f.project("big"));
+        fs::write(s.home.join("blob"), vec![7u8; 64 * 1024]).unwrap();
+        s.close(false).unwrap();
+        let unused = Path::new("/nonexistent");
+        let infos = list_with(&f.sandboxes, unused, &ListOptions { sizes: false }).unwrap();
+        assert_eq!((infos.len(), infos[0].size_bytes), (1, 0));
+        assert!(f.list()[0].size_bytes >= 64 * 1024);
+    }
+
+    #[test]
+    fn prune_all_and_keep_the_most_recent() {
+        let f = Fixture::new();
+        let mut names = Vec::new();
+        for (project, ago) in [("a", 3 * DAY), ("b", DAY), ("c", 2 * DAY), ("d", 4 * DAY)] {
+            let s = f.open(&f.project(project));
+            let (name, dir) = (s.name.clone(), s.dir.clone());
+            s.close(false).unwrap();
+            set_last_used(&dir, ago);
+            names.push(name);
+        }
+        fs::create_dir_all(f.sandboxes.join("never-used")).unwrap();
+        let selected = |options: PruneOptions| -> Vec<String> {
+            let mut names: Vec<String> = f.prune(options).into_iter().map(|r| r.name).collect();
+            names.sort();
+            names
+        };
+        let dry = PruneOptions {
+            dry_run: true,
+            ..PruneOptions::default()
+        };
+        let mut everything = names.clone();
+        everything.push("never-used".into());
+        everything.sort();
+        assert_eq!(
+            selected(PruneOptions {
+                all: true,
+                ..dry.clone()
+            }),
+            everything
+        );
+        // b and c are the two used last; a root never used counts as the oldest.
+        let mut older = vec![names[0].clone(), names[3].clone(), "never-used".into()];
+        older.sort();
+        assert_eq!(
+            selected(PruneOptions {
+                keep: Some(2),
+                ..dry.clone()
+            }),
+            older
+        );
+        assert_eq!(
+            selected(PruneOptions {
+                keep: Some(10),
+                ..dry.clone()
+            }),
+            Vec::<String>::new()
+        );
+        // With --older-than: the two kept are spared, the rest must also be old enough.
+        assert_eq!(
+            selected(PruneOptions {
+                keep: Some(1),
+                older_than: Some(2 * DAY + Duration::from_secs(3_600)),
+                ..dry.clone()
+            }),
+            [names[0].clone(), names[3].clone()]
+        );
+        let results = f.prune(PruneOptions {
+            keep: Some(2),
+            ..PruneOptions::default()
+        });
+        assert!(results.iter().all(|r| r.action == PruneAction::Removed));
+        let left: Vec<String> = f.list().into_iter().map(|i| i.name).collect();
+        assert_eq!(left, [names[1].clone(), names[2].clone()]);
     }
 
     #[test]

@@ -33,11 +33,17 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+/// In a sandbox's state root when its last session ended with processes OOM-killed at its
+/// memory limit; removed when the next session starts.
+pub const OOM_MARKER: &str = "oom-killed";
+
 pub use files::remove_tree;
 use files::{
     create_private_dir, create_private_dir_all, remove_file_if_present, touch, write_new_file,
 };
-pub use inventory::{PruneAction, PruneOptions, PruneResult, SandboxInfo, list, prune};
+pub use inventory::{
+    ListOptions, PruneAction, PruneOptions, PruneResult, SandboxInfo, list, list_with, prune,
+};
 use locks::{count_live_sessions, create_session_file, flock, open_name_lock, try_flock};
 pub use prepare::{OverlayLease, lease_overlays, prepare};
 

@@ -69,10 +69,13 @@ fn sources(paths: &XdgPaths, loaded: &LoadedConfig) -> Vec<String> {
         ProjectFile::Untrusted(p) => format!("{} (not trusted, ignored)", p.display()),
         ProjectFile::Changed(p) => format!("{} (changed since trusted, ignored)", p.display()),
     };
-    vec![
-        format!("global config: {} ({state})", global.display()),
-        format!("project config: {project}"),
-    ]
+    let mut lines = vec![format!("global config: {} ({state})", global.display())];
+    // `[[include]]` files whose glob matched this project, between the two, in order.
+    for file in &loaded.includes {
+        lines.push(format!("included config: {} (loaded)", file.display()));
+    }
+    lines.push(format!("project config: {project}"));
+    lines
 }
 
 /// The `config` and `network` rows of `airlock doctor`: do the files parse, is the project file

@@ -2,12 +2,15 @@
 
 pub mod agents;
 pub mod bridge;
+pub mod completion;
 pub mod config;
 pub mod doctor;
+pub mod explain;
 pub mod filters;
 pub mod herdr;
 pub mod logs;
 pub mod overlay;
+pub mod overrides;
 pub mod run;
 pub mod sandboxes;
 pub mod tools;

@@ -13,7 +13,7 @@ use crate::cli::{NetworkArg, RunArgs};
 
 pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     if let Some(sandbox) = inside_a_sandbox()
-        && !args.print_spec
+        && !args.plan_only()
     {
         return run_here(&sandbox, &args.command);
     }
@@ -21,13 +21,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
     let project = locate_project(&paths, &cwd, args.project.as_deref())?;
-    let loaded = airlock_config::load(&paths, &project)?;
+    let mut loaded = airlock_config::load(&paths, &project)?;
+    super::overrides::hide_env(&mut loaded.profile, args.no_hide_env);
     for warning in loaded.warnings() {
         eprintln!("airlock: warning: {warning}");
     }
     let facts = HostFacts::gather(&paths, &cwd, &project, &loaded.profile);
     // Before anything reads the project's `.git`: what a session that died left unchecked.
-    if !args.print_spec {
+    if !args.plan_only() {
         let state_root = paths.sandboxes_dir().join(state::sandbox_name(&project));
         for message in airlock_tools::git::session::recover(&state_root, &project) {
             eprintln!("airlock: {message}");
@@ -44,7 +45,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         deny_hosts: args.deny_hosts.clone(),
     };
     let catalog = airlock_tools::Catalog::builtin();
-    let settings = airlock_tools::Settings::from_profile(&loaded.profile, &catalog)?;
+    let mut settings = airlock_tools::Settings::from_profile(&loaded.profile, &catalog)?;
+    super::overrides::git_mode(&mut settings, &loaded.profile, args.git_mode)?;
     let network = request.network.unwrap_or(loaded.profile.network);
     let view = airlock_tools::HostView::from_env(&facts.home);
     if args.verbose {
@@ -58,13 +60,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         &view,
         network,
         &project,
-        args.print_spec,
+        args.plan_only(),
     );
     airlock_tools::shell::integrate(&catalog, &settings, &view, &mut contrib);
     for warning in &contrib.warnings {
         eprintln!("airlock: warning: {warning}");
     }
     let spec = airlock_sandbox::build_with_tools(&loaded.profile, &facts, &request, &contrib)?;
+    for warning in &spec.warnings {
+        eprintln!("airlock: warning: {warning}");
+    }
     // The shell airlock starts reads the user's startup files: name once what they use that is
     // not inside.
     let startup_hint = match (args.command.is_empty(), spec.argv.first()) {
@@ -94,7 +99,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         None => None,
     };
     if args.print_spec {
-        println!("{}", serde_json::to_string_pretty(&spec)?);
+        // Values `[sandbox.environment]` read from a file or a host variable are usually secrets.
+        println!("{}", serde_json::to_string_pretty(&spec.redacted())?);
+        return Ok(0);
+    }
+    if args.explain {
+        // The spec --print-spec prints, in words (it names variables, never their values).
+        let shown = spec.redacted();
+        let launch = super::explain::Launch::new(&shown, &contrib, &settings, &catalog, &facts);
+        print!("{}", launch.render());
         return Ok(0);
     }
     if native::landlock::abi().is_none() {

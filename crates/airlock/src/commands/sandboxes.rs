@@ -4,16 +4,32 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use airlock_config::XdgPaths;
-use airlock_sandbox::state::{self, PruneAction, PruneOptions, PruneResult, SandboxInfo};
+use airlock_sandbox::state::{
+    self, ListOptions, PruneAction, PruneOptions, PruneResult, SandboxInfo,
+};
 use anyhow::bail;
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 
 #[derive(clap::Args, Debug)]
 pub struct ListArgs {
-    /// Print a JSON array with the fields name, path, project, project_exists, size_bytes,
+    /// Print a JSON array with the fields name, path, project, project_exists, status, size_bytes,
     /// last_used_unix and live_sessions
     #[arg(long)]
     pub json: bool,
+    /// Order the rows: name, used (most recent first) or size (largest first)
+    #[arg(long, value_enum, value_name = "KEY", default_value = "name")]
+    pub sort: SortKey,
+    /// Do not measure disk usage (quicker with big homes): no SIZE column, size_bytes null in JSON
+    #[arg(long)]
+    pub no_size: bool,
+}
+
+/// `sandboxes list --sort`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    Name,
+    Used,
+    Size,
 }
 
 #[derive(clap::Args, Debug)]
@@ -24,9 +40,21 @@ pub struct PruneArgs {
     /// Select sandboxes not used for longer than DUR, e.g. 30d or 12h (with --orphaned, both must hold)
     #[arg(long, value_name = "DUR", value_parser = parse_age)]
     pub older_than: Option<Duration>,
+    /// Select every sandbox (one in use is still skipped)
+    #[arg(long, conflicts_with_all = ["orphaned", "older_than"])]
+    pub all: bool,
+    /// Spare the N most recently used sandboxes and select the rest (with another filter, both must hold)
+    #[arg(long, value_name = "N", value_parser = parse_keep)]
+    pub keep: Option<usize>,
     /// Show what would be removed, remove nothing
     #[arg(long)]
     pub dry_run: bool,
+}
+
+fn parse_keep(value: &str) -> Result<usize, String> {
+    value.parse().map_err(|_| {
+        format!("{value:?} is not a count; give how many recently used sandboxes to keep, e.g. 5")
+    })
 }
 
 fn parse_age(value: &str) -> Result<Duration, String> {
@@ -35,34 +63,90 @@ fn parse_age(value: &str) -> Result<Duration, String> {
     })
 }
 
-/// `airlock sandboxes list [--json]`.
+/// `airlock sandboxes list [--json] [--sort KEY] [--no-size]`.
 pub fn list(paths: &XdgPaths, args: &ListArgs) -> anyhow::Result<()> {
+    if args.no_size && args.sort == SortKey::Size {
+        bail!(
+            "--sort size needs the sizes --no-size skips; drop --no-size, or use --sort name or \
+             --sort used"
+        );
+    }
     let sandboxes_dir = paths.sandboxes_dir();
-    let infos = state::list(&sandboxes_dir, &paths.locks_dir())?;
+    let options = ListOptions {
+        sizes: !args.no_size,
+    };
+    let mut infos = state::list_with(&sandboxes_dir, &paths.locks_dir(), &options)?;
+    sort(&mut infos, args.sort);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&infos)?);
+        let rows: Vec<serde_json::Value> = infos
+            .iter()
+            .map(|info| json_row(info, args.no_size))
+            .collect::<Result<_, _>>()?;
+        println!("{}", serde_json::to_string_pretty(&rows)?);
     } else if infos.is_empty() {
         println!("no sandboxes in {}", sandboxes_dir.display());
     } else {
-        println!("{}", list_table(&infos, SystemTime::now()));
+        println!("{}", list_table(&infos, SystemTime::now(), !args.no_size));
     }
     Ok(())
 }
 
-fn list_table(infos: &[SandboxInfo], now: SystemTime) -> Table {
+/// `running` while a session holds the sandbox (`prune` skips it); `oom-killed` when its last
+/// session hit `[sandbox.resources] memory`; else `idle`.
+fn status(info: &SandboxInfo) -> &'static str {
+    if info.live_sessions > 0 {
+        "running"
+    } else if info.oom_killed {
+        "oom-killed"
+    } else {
+        "idle"
+    }
+}
+
+/// Orders `infos` by `key`; ties (and `name`) go by name, which `state::list` already sorted by.
+fn sort(infos: &mut [SandboxInfo], key: SortKey) {
+    match key {
+        SortKey::Name => {}
+        // Most recent first; a sandbox never used last.
+        SortKey::Used => infos.sort_by_key(|i| std::cmp::Reverse(i.last_used)),
+        SortKey::Size => infos.sort_by_key(|i| std::cmp::Reverse(i.size_bytes)),
+    }
+}
+
+/// One `--json` row: the library's fields plus `status`; `size_bytes` is null when not measured.
+fn json_row(info: &SandboxInfo, no_size: bool) -> serde_json::Result<serde_json::Value> {
+    let mut row = serde_json::to_value(info)?;
+    if let Some(fields) = row.as_object_mut() {
+        fields.insert("status".into(), status(info).into());
+        if no_size {
+            fields.insert("size_bytes".into(), serde_json::Value::Null);
+        }
+    }
+    Ok(row)
+}
+
+fn list_table(infos: &[SandboxInfo], now: SystemTime, sizes: bool) -> Table {
     let mut table = Table::new();
+    let mut header = vec!["NAME", "PROJECT", "STATUS", "SIZE", "LAST USED", "SESSIONS"];
+    if !sizes {
+        header.retain(|h| *h != "SIZE");
+    }
     table
         .load_preset(UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_header(["NAME", "PROJECT", "SIZE", "LAST USED", "SESSIONS"]);
+        .set_header(header);
     for info in infos {
-        table.add_row([
+        let mut row = vec![
             info.name.clone(),
             project_cell(info.project.as_deref(), info.project_exists),
-            format_size(info.size_bytes),
-            format_age(info.last_used, now),
-            info.live_sessions.to_string(),
-        ]);
+            status(info).to_string(),
+        ];
+        if sizes {
+            row.push(format_size(info.size_bytes));
+        }
+        row.push(format_age(info.last_used, now));
+        row.push(info.live_sessions.to_string());
+        table.add_row(row);
     }
     table
 }
@@ -75,16 +159,18 @@ fn project_cell(project: Option<&Path>, exists: bool) -> String {
     }
 }
 
-/// `airlock sandboxes prune (--orphaned | --older-than DUR)... [--dry-run]`.
+/// `airlock sandboxes prune (--orphaned | --older-than DUR | --keep N | --all)... [--dry-run]`.
 pub fn prune(paths: &XdgPaths, args: &PruneArgs) -> anyhow::Result<()> {
     let options = PruneOptions {
         orphaned: args.orphaned,
         older_than: args.older_than,
+        all: args.all,
+        keep: args.keep,
         dry_run: args.dry_run,
     };
     if !options.has_filter() {
         bail!(
-            "prune needs a filter: pass --orphaned and/or --older-than DUR (e.g. --older-than 30d); \
+            "prune needs a filter: pass --orphaned, --older-than DUR (e.g. 30d), --keep N or --all; \
              add --dry-run to see what would go"
         );
     }
@@ -240,6 +326,22 @@ mod tests {
     }
 
     #[test]
+    fn keep_and_all_parse_and_explain_bad_values() {
+        let cli = PruneCli::try_parse_from(["prune", "--keep", "3", "--older-than", "1d"]).unwrap();
+        assert_eq!(cli.args.keep, Some(3));
+        let cli = PruneCli::try_parse_from(["prune", "--all", "--dry-run"]).unwrap();
+        assert!(cli.args.all && cli.args.dry_run);
+        let err = PruneCli::try_parse_from(["prune", "--keep=-1"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("\"-1\" is not a count"), "{err}");
+        let err = PruneCli::try_parse_from(["prune", "--all", "--orphaned"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--orphaned"), "{err}");
+    }
+
+    #[test]
     fn older_than_parses_humantime_and_explains_bad_values() {
         let cli = PruneCli::try_parse_from(["prune", "--older-than", "30d", "--orphaned"]).unwrap();
         assert_eq!(cli.args.older_than, Some(Duration::from_secs(30 * 86_400)));
@@ -264,6 +366,7 @@ mod tests {
                 size_bytes: 12_900_000,
                 last_used: Some(now - Duration::from_secs(3 * 86_400)),
                 live_sessions: 2,
+                oom_killed: false,
             },
             SandboxInfo {
                 name: "gone-89abcdef".into(),
@@ -273,6 +376,7 @@ mod tests {
                 size_bytes: 512,
                 last_used: None,
                 live_sessions: 0,
+                oom_killed: true,
             },
             SandboxInfo {
                 name: "stray".into(),
@@ -282,16 +386,20 @@ mod tests {
                 size_bytes: 0,
                 last_used: None,
                 live_sessions: 0,
+                oom_killed: false,
             },
         ];
-        let table = list_table(&infos, now);
+        let table = list_table(&infos, now, true);
         let header: Vec<String> = table
             .header()
             .unwrap()
             .cell_iter()
             .map(|c| c.content())
             .collect();
-        assert_eq!(header, ["NAME", "PROJECT", "SIZE", "LAST USED", "SESSIONS"]);
+        assert_eq!(
+            header,
+            ["NAME", "PROJECT", "STATUS", "SIZE", "LAST USED", "SESSIONS"]
+        );
         let rows: Vec<Vec<String>> = table
             .row_iter()
             .map(|r| r.cell_iter().map(|c| c.content()).collect())
@@ -299,17 +407,72 @@ mod tests {
         assert_eq!(
             rows,
             [
-                ["app-0123abcd", "/src/app", "12.3 MiB", "3 days ago", "2"],
+                [
+                    "app-0123abcd",
+                    "/src/app",
+                    "running",
+                    "12.3 MiB",
+                    "3 days ago",
+                    "2"
+                ],
                 [
                     "gone-89abcdef",
                     "/src/gone (missing)",
+                    "oom-killed",
                     "512 B",
                     "never",
                     "0"
                 ],
-                ["stray", "(unknown: no sandbox.json)", "0 B", "never", "0"],
+                [
+                    "stray",
+                    "(unknown: no sandbox.json)",
+                    "idle",
+                    "0 B",
+                    "never",
+                    "0"
+                ],
             ]
         );
+        let table = list_table(&infos[..1], now, false);
+        let header: Vec<String> = table
+            .header()
+            .unwrap()
+            .cell_iter()
+            .map(|c| c.content())
+            .collect();
+        assert_eq!(
+            header,
+            ["NAME", "PROJECT", "STATUS", "LAST USED", "SESSIONS"]
+        );
+        let row: Vec<String> = table
+            .row_iter()
+            .next()
+            .unwrap()
+            .cell_iter()
+            .map(|c| c.content())
+            .collect();
+        assert_eq!(
+            row,
+            ["app-0123abcd", "/src/app", "running", "3 days ago", "2"]
+        );
+
+        let mut sorted = infos.to_vec();
+        sort(&mut sorted, SortKey::Size);
+        let names: Vec<&str> = sorted.iter().map(|i| i.name.as_str()).collect();
+        assert_eq!(names, ["app-0123abcd", "gone-89abcdef", "stray"]);
+        sorted[2].last_used = Some(now);
+        sort(&mut sorted, SortKey::Used);
+        let names: Vec<&str> = sorted.iter().map(|i| i.name.as_str()).collect();
+        assert_eq!(names, ["stray", "app-0123abcd", "gone-89abcdef"]);
+
+        let row = json_row(&infos[0], false).unwrap();
+        assert_eq!(
+            (row["status"].as_str(), row["size_bytes"].as_u64()),
+            (Some("running"), Some(12_900_000))
+        );
+        let row = json_row(&infos[1], true).unwrap();
+        assert_eq!(row["status"], "oom-killed");
+        assert!(row["size_bytes"].is_null());
     }
 
     fn result(name: &str, size_bytes: u64, action: PruneAction) -> PruneResult {

@@ -48,6 +48,15 @@ impl TestHome {
         cmd
     }
 
+    /// airlock with `args` run to completion, with a plain `PATH` and `SHELL=/bin/sh`.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.airlock(args)
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("SHELL", "/bin/sh")
+            .output()
+            .expect("spawn airlock")
+    }
+
     /// Writes `~/.config/airlock/config.toml` and returns its path.
     pub fn config(&self, text: &str) -> PathBuf {
         let path = self.home.join(".config/airlock/config.toml");

@@ -15,6 +15,7 @@ pub(super) fn dev(
     old: BorrowedFd<'_>,
     new: BorrowedFd<'_>,
     target: &Path,
+    shm_size: Option<&std::ffi::CStr>,
 ) -> Result<(), SetupError> {
     let fs = sys::new_fs(
         c"tmpfs",
@@ -46,9 +47,13 @@ pub(super) fn dev(
     let pts_fs = pts_fs.map_err(fail("cannot mount a new devpts on", &pts))?;
     attach(new, &pts_fs, &pts, true)?;
     symlink(new, Path::new("pts/ptmx"), &target.join("ptmx"))?;
+    let mut shm_options = vec![(c"mode", c"1777")];
+    if let Some(size) = shm_size {
+        shm_options.push((c"size", size));
+    }
     let shm = sys::new_fs(
         c"tmpfs",
-        &[(c"mode", c"1777")],
+        &shm_options,
         sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
     )
     .map_err(fail("cannot create a tmpfs for", &target.join("shm")))?;

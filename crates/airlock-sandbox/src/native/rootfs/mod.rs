@@ -67,7 +67,12 @@ fn relative(path: &Path) -> io::Result<CString> {
 }
 
 /// Builds the new root and pivots into it. Afterwards the host tree is gone from this mount namespace.
-pub fn build(mounts: &[MountOp], hostname: &str) -> Result<(), SetupError> {
+/// `tmpfs_size`: the `size=` of every writable tmpfs made for the sandbox (bytes).
+pub fn build(
+    mounts: &[MountOp],
+    hostname: &str,
+    tmpfs_size: Option<&CStr>,
+) -> Result<(), SetupError> {
     let root = Path::new("/");
     mount(
         None::<&str>,
@@ -113,7 +118,7 @@ pub fn build(mounts: &[MountOp], hostname: &str) -> Result<(), SetupError> {
     let base_fd = open_dir(c"/").map_err(fail("cannot open", root))?;
 
     for op in mounts {
-        apply(op, old.as_fd(), new.as_fd(), base_fd.as_fd())?;
+        apply(op, old.as_fd(), new.as_fd(), base_fd.as_fd(), tmpfs_size)?;
     }
 
     // Nothing may be created at the top of the sandbox's root.
@@ -154,6 +159,7 @@ fn apply(
     old: BorrowedFd<'_>,
     new: BorrowedFd<'_>,
     base: BorrowedFd<'_>,
+    tmpfs_size: Option<&CStr>,
 ) -> Result<(), SetupError> {
     match op {
         MountOp::Bind {
@@ -163,9 +169,13 @@ fn apply(
         } => bind(old, new, source, target, *writable),
         MountOp::Tmpfs { target, writable } => {
             let mode: &CStr = if *writable { c"1777" } else { c"0755" };
+            let mut options = vec![(c"mode", mode)];
+            if let Some(size) = tmpfs_size.filter(|_| *writable) {
+                options.push((c"size", size));
+            }
             let fs = sys::new_fs(
                 c"tmpfs",
-                &[(c"mode", mode)],
+                &options,
                 sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
             )
             .map_err(fail("cannot create a tmpfs for", target))?;
@@ -186,7 +196,7 @@ fn apply(
             .map_err(fail("cannot mount a new proc on", target))?;
             attach(new, &fs, target, true)
         }
-        MountOp::Dev { target } => dev(old, new, target),
+        MountOp::Dev { target } => dev(old, new, target, tmpfs_size),
         MountOp::Overlay {
             lower,
             target,
