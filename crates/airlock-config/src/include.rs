@@ -131,7 +131,8 @@ pub(crate) fn validate(file: &ConfigFile, origin: &Path) -> Result<(), ConfigErr
 /// The global file's includes that match `project`, read and parsed, in order of appearance.
 ///
 /// A matching include whose file is missing, is inside a tree a sandbox writes (the project, the
-/// sandboxes' state), includes more files or holds `[bridge]` is an error naming both files.
+/// sandboxes' state, the scratchpads), includes more files or holds `[bridge]` is an error naming
+/// both files.
 pub(crate) fn load_matching(
     paths: &XdgPaths,
     global_path: &Path,
@@ -153,9 +154,13 @@ pub(crate) fn load_matching(
             continue;
         }
         let file = entry.file(paths, global_path);
-        let writable = [project.to_path_buf(), paths.sandboxes_dir()]
-            .into_iter()
-            .find(|tree| file.starts_with(tree));
+        let writable = [
+            project.to_path_buf(),
+            paths.sandboxes_dir(),
+            paths.scratchpads_dir(),
+        ]
+        .into_iter()
+        .find(|tree| file.starts_with(tree));
         if let Some(tree) = writable {
             return Err(ConfigError::IncludeWritable {
                 global: global_path.to_path_buf(),

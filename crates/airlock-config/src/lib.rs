@@ -28,7 +28,7 @@ pub use error::ConfigError;
 pub use include::IncludeEntry;
 #[doc(hidden)]
 pub use load::parse_bytes;
-pub use load::{LoadedConfig, ProjectFile, load, parse_file, parse_str};
+pub use load::{LoadedConfig, ProjectFile, load, load_global, parse_file, parse_str};
 pub use mounts::{EntryLabel, MountSelector, mount_pattern_problem};
 pub use paths::{PROJECT_FILE_NAME, XdgPaths};
 pub use schema::*;

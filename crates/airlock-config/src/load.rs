@@ -308,6 +308,21 @@ fn project_dir(file: &Path) -> &Path {
 /// between the two, in order. A NAME set in `[sandbox.environment]` by one file and listed in
 /// `env_passthrough` by another is an error naming both.
 pub fn load(paths: &XdgPaths, project_root: &Path) -> Result<LoadedConfig, ConfigError> {
+    load_layers(paths, project_root, true)
+}
+
+/// [`load`] without the project's `.airlock.toml`: the global file and its matching `[[include]]`
+/// files only, for a directory whose contents a sandbox writes with no one reviewing them (an
+/// `airlock scratchpad`). The project file is never read, trusted or not; `project` is `Absent`.
+pub fn load_global(paths: &XdgPaths, project_root: &Path) -> Result<LoadedConfig, ConfigError> {
+    load_layers(paths, project_root, false)
+}
+
+fn load_layers(
+    paths: &XdgPaths,
+    project_root: &Path,
+    read_project_file: bool,
+) -> Result<LoadedConfig, ConfigError> {
     let global_path = paths.config_file();
     let global_cfg = match read_optional(&global_path)? {
         Some(bytes) => Some(parse_bytes(&bytes, &global_path)?),
@@ -316,7 +331,11 @@ pub fn load(paths: &XdgPaths, project_root: &Path) -> Result<LoadedConfig, Confi
 
     let project_path = project_root.join(PROJECT_FILE_NAME);
     let mut project_cfg = None;
-    let project = match read_optional_project(&project_path)? {
+    let bytes = match read_project_file {
+        true => read_optional_project(&project_path)?,
+        false => None,
+    };
+    let project = match bytes {
         None => ProjectFile::Absent,
         Some(bytes) => match TrustStore::load(&paths.trust_file())?.status(project_root, &bytes) {
             TrustStatus::Trusted => {

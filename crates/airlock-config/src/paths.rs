@@ -75,6 +75,11 @@ impl XdgPaths {
         self.data_home.join("airlock").join("sandboxes")
     }
 
+    /// The scratchpads' workspaces (`airlock scratchpad`): `$XDG_DATA_HOME/airlock/scratchpads`.
+    pub fn scratchpads_dir(&self) -> PathBuf {
+        self.data_home.join("airlock").join("scratchpads")
+    }
+
     /// Host-trusted state that no sandbox may write: `$XDG_STATE_HOME/airlock`.
     pub fn state_dir(&self) -> PathBuf {
         self.state_home.join("airlock")
@@ -143,6 +148,10 @@ mod tests {
         assert_eq!(
             p.sandboxes_dir(),
             PathBuf::from("/home/u/.local/share/airlock/sandboxes")
+        );
+        assert_eq!(
+            p.scratchpads_dir(),
+            PathBuf::from("/home/u/.local/share/airlock/scratchpads")
         );
         assert_eq!(p.state_dir(), PathBuf::from("/home/u/.local/state/airlock"));
         assert_eq!(

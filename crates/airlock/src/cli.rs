@@ -68,6 +68,10 @@ pub enum Command {
         #[arg(value_enum)]
         shell: CompletionShell,
     },
+    /// What overlay-mode tool directories kept in this project's sandbox: `diff`, or `apply` it
+    /// to your files
+    #[command(subcommand)]
+    Overlay(crate::commands::overlay_changes::OverlayCommand),
     /// Hand an overlay's output to the shared temp directory (run by airlock's launch scripts)
     #[command(hide = true)]
     OverlayHandoff(crate::commands::overlay::HandoffArgs),
@@ -111,6 +115,13 @@ pub struct RunArgs {
     /// Say what airlock does on stderr
     #[arg(short, long)]
     pub verbose: bool,
+    /// Run in a git worktree of the project on BRANCH (default airlock/<sandbox name>; a new
+    /// branch from HEAD when missing), kept in the sandbox state as worktrees/<BRANCH>
+    #[arg(long, value_name = "BRANCH", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub worktree: Option<String>,
+    /// With --rm --worktree: remove the worktree even when it has uncommitted changes
+    #[arg(long, requires_all = ["rm", "worktree"])]
+    pub force: bool,
     /// The command and its arguments (after `--` when the command itself starts with `-`)
     #[arg(trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -131,6 +142,8 @@ pub fn shorthand(mut argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
         "--allow-host",
         "--deny-host",
         "--project",
+        "--worktree",
+        "--force",
     ];
     let is_run_option = |arg: &std::ffi::OsString| {
         arg.to_str().is_some_and(|a| {

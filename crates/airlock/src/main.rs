@@ -45,6 +45,9 @@ fn main() {
         Some(Command::AgentWrappers(command)) => commands::agents::agent_wrappers(command),
         Some(Command::RunAgent(args)) => commands::agents::run_agent(args),
         Some(Command::Completion { shell }) => commands::completion::run(shell),
+        Some(Command::Overlay(command)) => {
+            paths().and_then(|p| commands::overlay_changes::run(&p, &command))
+        }
         Some(Command::OverlayHandoff(args)) => commands::overlay::handoff(args),
         Some(Command::Network(cli::NetworkCommand::Explain { host })) => {
             commands::config::explain_host(&host)

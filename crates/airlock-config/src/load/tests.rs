@@ -363,6 +363,18 @@ fn trusted_project_file_is_layered_on_top() {
 }
 
 #[test]
+fn load_global_never_reads_the_project_file_even_when_trusted() {
+    let fx = fixture();
+    fx.write_global("[sandbox]\nnetwork = \"none\"\n");
+    fx.write_project("[sandbox]\nnetwork = \"host\"\n");
+    fx.trust();
+    let loaded = load_global(&fx.paths, &fx.project).unwrap();
+    assert_eq!(loaded.project, ProjectFile::Absent);
+    assert_eq!(loaded.profile.network, NetworkMode::None);
+    assert!(loaded.warnings().is_empty());
+}
+
+#[test]
 fn changed_project_file_is_ignored_with_a_warning() {
     let fx = fixture();
     fx.write_project("[sandbox]\nnetwork = \"none\"\n");

@@ -135,7 +135,7 @@ fn make_dirs_owner_writable(root: &Path) {
 
 /// Allocated bytes of a tree, like `du -s`: symlinks are not followed, hard links count once, and
 /// entries that vanish or cannot be read are skipped.
-pub(super) fn disk_usage(root: &Path) -> u64 {
+pub fn disk_usage(root: &Path) -> u64 {
     let mut seen = HashSet::new();
     let mut total = 0u64;
     let mut pending = vec![root.to_path_buf()];

@@ -179,6 +179,39 @@ pub fn prune(
     Ok(results)
 }
 
+/// A project's EXCLUSIVE name lock: while it is held no session of the project runs and none can
+/// start (`open_session` waits), so the project's files and state can be removed together.
+#[derive(Debug)]
+pub struct IdleLock {
+    _lock: fs::File,
+    /// The project's state root, `<sandboxes_dir>/<name>` (it may not exist).
+    pub dir: PathBuf,
+}
+
+/// Takes `project`'s EXCLUSIVE name lock without waiting; `None` while a session of it runs.
+/// `project` is the canonical path, as [`super::open_session`] was given it.
+pub fn lock_idle(
+    sandboxes_dir: &Path,
+    locks_dir: &Path,
+    project: &Path,
+) -> Result<Option<IdleLock>, StateError> {
+    let name = super::sandbox_name(project);
+    let (lock_path, lock) = open_name_lock(locks_dir, &name)?;
+    let dir = sandboxes_dir.join(&name);
+    let exclusive = try_flock(&lock, libc::LOCK_EX).map_err(io_err("lock", &lock_path))?;
+    if !exclusive || count_live_sessions(&dir.join(SESSIONS_DIR)) > 0 {
+        return Ok(None);
+    }
+    Ok(Some(IdleLock { _lock: lock, dir }))
+}
+
+impl IdleLock {
+    /// Removes the project's state root; a missing one is no error.
+    pub fn remove_state(&self) -> Result<(), StateError> {
+        remove_tree(&self.dir).map_err(io_err("remove the sandbox state", &self.dir))
+    }
+}
+
 /// The names of the `n` roots of `dirs` used last.
 fn most_recently_used(dirs: &[(String, PathBuf)], n: usize) -> Vec<String> {
     if n == 0 {

@@ -293,3 +293,24 @@ fn close_removes_read_only_dirs_without_following_symlinks() {
     assert_eq!(fs::read(outside.join("keep")).unwrap(), b"precious");
     assert_eq!(mode(&outside) & 0o700, 0o700);
 }
+
+#[test]
+fn lock_idle_is_refused_while_a_session_runs_and_removes_the_root_after() {
+    let fx = Fixture::new();
+    let project = fx.project("pad");
+    let session = fx.open(&project);
+    let dir = session.dir.clone();
+    assert!(
+        lock_idle(&fx.sandboxes, &fx.locks, &project)
+            .unwrap()
+            .is_none()
+    );
+    session.close(false).unwrap();
+    let lock = lock_idle(&fx.sandboxes, &fx.locks, &project)
+        .unwrap()
+        .expect("idle once the session closed");
+    assert_eq!(lock.dir, dir);
+    lock.remove_state().unwrap();
+    assert!(!dir.exists());
+    lock.remove_state().expect("a missing root is no error");
+}

@@ -24,6 +24,7 @@ pub mod quarantine;
 pub mod sanitize;
 pub mod session;
 mod submodules;
+pub mod worktree;
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};

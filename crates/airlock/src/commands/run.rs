@@ -21,16 +21,43 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
     let project = locate_project(&paths, &cwd, args.project.as_deref())?;
-    let mut loaded = airlock_config::load(&paths, &project)?;
+    let loaded = airlock_config::load(&paths, &project)?;
+    // With --worktree the sandbox runs in the worktree, under the project's own config.
+    let Some(entered) = super::worktree::enter(&paths, &project, &args)? else {
+        return launch(&paths, &cwd, &project, loaded, &args);
+    };
+    let worktree = &entered.worktree;
+    let inside = cwd
+        .strip_prefix(&project)
+        .map(|rel| worktree.path.join(rel))
+        .ok()
+        .filter(|dir| dir.is_dir())
+        .unwrap_or_else(|| worktree.path.clone());
+    let code = launch(&paths, &inside, &worktree.path, loaded, &args);
+    if !args.plan_only() {
+        super::worktree::finish(worktree, &args);
+    }
+    code
+}
+
+/// Plans and runs `project`'s sandbox with `loaded` as its config, from the host directory `cwd`:
+/// `airlock run` after it has found the project, and `airlock scratchpad` with its workspace.
+pub fn launch(
+    paths: &XdgPaths,
+    cwd: &Path,
+    project: &Path,
+    mut loaded: airlock_config::LoadedConfig,
+    args: &RunArgs,
+) -> anyhow::Result<i32> {
     super::overrides::hide_env(&mut loaded.profile, args.no_hide_env);
     for warning in loaded.warnings() {
         eprintln!("airlock: warning: {warning}");
     }
-    let facts = HostFacts::gather(&paths, &cwd, &project, &loaded.profile);
+    let facts = HostFacts::gather(paths, cwd, project, &loaded.profile);
     // Before anything reads the project's `.git`: what a session that died left unchecked.
     if !args.plan_only() {
-        let state_root = paths.sandboxes_dir().join(state::sandbox_name(&project));
-        for message in airlock_tools::git::session::recover(&state_root, &project) {
+        let state_root = paths.sandboxes_dir().join(state::sandbox_name(project));
+        for message in airlock_tools::git::session::recover(&state_root, project) {
             eprintln!("airlock: {message}");
         }
     }
@@ -50,7 +77,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let network = request.network.unwrap_or(loaded.profile.network);
     let view = airlock_tools::HostView::from_env(&facts.home);
     if args.verbose {
-        for (dir, why) in view.skipped_path_entries(&project) {
+        for (dir, why) in view.skipped_path_entries(project) {
             eprintln!("airlock: PATH entry {dir} is not searched for host programs: {why}");
         }
     }
@@ -59,7 +86,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         &settings,
         &view,
         network,
-        &project,
+        project,
         args.plan_only(),
     );
     airlock_tools::shell::integrate(&catalog, &settings, &view, &mut contrib);
@@ -111,7 +138,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         return Ok(0);
     }
     if native::landlock::abi().is_none() {
-        warn_once_without_landlock(&paths);
+        warn_once_without_landlock(paths);
     }
     if args.verbose {
         eprintln!(

@@ -241,7 +241,7 @@ fn prune_summary(results: &[PruneResult], dry_run: bool) -> String {
 }
 
 /// Binary units with one decimal: `512 B`, `12.3 MiB`.
-fn format_size(bytes: u64) -> String {
+pub(crate) fn format_size(bytes: u64) -> String {
     const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     if bytes < 1024 {
         return format!("{bytes} B");
@@ -262,7 +262,7 @@ fn format_size(bytes: u64) -> String {
 
 /// `just now`, `5 minutes ago`, `3 days ago`, `2 months ago`; `never` without a time. A time in the
 /// future (clock changes) reads as `just now`.
-fn format_age(time: Option<SystemTime>, now: SystemTime) -> String {
+pub(crate) fn format_age(time: Option<SystemTime>, now: SystemTime) -> String {
     let Some(time) = time else {
         return "never".to_string();
     };
