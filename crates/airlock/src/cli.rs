@@ -68,6 +68,9 @@ pub enum Command {
         #[arg(value_enum)]
         shell: CompletionShell,
     },
+    /// An empty managed workspace for throwaway work: `scratchpad [NAME] [-- CMD]`, `list`, `rm`
+    /// (no project config is ever loaded there)
+    Scratchpad(crate::commands::scratchpad::ScratchpadArgs),
     /// What overlay-mode tool directories kept in this project's sandbox: `diff`, or `apply` it
     /// to your files
     #[command(subcommand)]

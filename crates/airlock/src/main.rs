@@ -45,6 +45,9 @@ fn main() {
         Some(Command::AgentWrappers(command)) => commands::agents::agent_wrappers(command),
         Some(Command::RunAgent(args)) => commands::agents::run_agent(args),
         Some(Command::Completion { shell }) => commands::completion::run(shell),
+        Some(Command::Scratchpad(args)) => {
+            paths().and_then(|p| commands::scratchpad::run(&p, args))
+        }
         Some(Command::Overlay(command)) => {
             paths().and_then(|p| commands::overlay_changes::run(&p, &command))
         }

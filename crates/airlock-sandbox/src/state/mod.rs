@@ -20,6 +20,7 @@ mod files;
 mod inventory;
 mod locks;
 mod prepare;
+pub mod scratchpads;
 #[cfg(test)]
 mod tests;
 

@@ -14,6 +14,7 @@ pub mod overlay_changes;
 pub mod overrides;
 pub mod run;
 pub mod sandboxes;
+pub mod scratchpad;
 pub mod tools;
 pub mod trust;
 pub mod worktree;

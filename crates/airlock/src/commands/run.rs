@@ -434,7 +434,7 @@ fn reraise(signal: i32) -> anyhow::Result<i32> {
 
 /// The sandbox this process runs in, when it is one (airlock sets `AIRLOCK=1` and
 /// `AIRLOCK_PROJECT` in every sandbox).
-fn inside_a_sandbox() -> Option<String> {
+pub(crate) fn inside_a_sandbox() -> Option<String> {
     (std::env::var_os("AIRLOCK").is_some_and(|v| v == "1"))
         .then(|| std::env::var("AIRLOCK_PROJECT").ok())
         .flatten()
