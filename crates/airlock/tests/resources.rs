@@ -145,3 +145,100 @@ fn bad_values_name_the_file_the_key_and_the_valid_form() {
     }
     assert!(!h.sandboxes().exists(), "nothing created");
 }
+
+/// A systemd-run for the tests, faithful to what `--scope` does with the command: it checks the
+/// options airlock must pass, records them, and execs the command after `--` in place (here in
+/// the same group: this machine has no user manager to make a real scope).
+const FAKE_SYSTEMD_RUN: &str = r#"#!/bin/sh
+printf '%s\n' "$*" >> "$(dirname "$0")/calls"
+[ "$1 $2 $3" = "--user --scope --quiet" ] || { echo "fake systemd-run: bad options: $*" >&2; exit 1; }
+while [ "$1" != "--" ]; do shift; done
+shift
+exec "$@"
+"#;
+
+/// Limits this process's group cannot take, with a systemd user manager there: airlock runs itself
+/// again in a delegated scope (`systemd-run --user --scope -p Delegate=yes`), once, and that run
+/// applies the limits or, as in a scope that is not delegated, refuses with the reason. Control:
+/// without a user manager, systemd-run is never asked.
+#[test]
+fn limits_the_group_cannot_take_are_asked_of_the_users_systemd_in_a_scope() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let limits = airlock_sandbox::spec::Limits {
+        tmpfs_bytes: 0,
+        memory: Some(256 << 20),
+        cpus_milli: None,
+        pids: Some(64),
+    };
+    let Some(why) = airlock_sandbox::native::cgroup::preflight(&limits) else {
+        eprintln!(
+            "skipped: this process's cgroup can take the limits itself, so no scope is asked"
+        );
+        return;
+    };
+    if !sandbox_starts() {
+        return;
+    }
+    // Outside /tmp: airlock never runs a host program from a directory a sandbox can write.
+    let tools = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let bin = tools.path().join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    fs::write(bin.join("systemd-run"), FAKE_SYSTEMD_RUN).unwrap();
+    fs::set_permissions(bin.join("systemd-run"), fs::Permissions::from_mode(0o755)).unwrap();
+    let runtime = tools.path().join("runtime");
+    fs::create_dir_all(runtime.join("systemd")).unwrap();
+    let h = TestHome::new("home/code/app");
+    h.config("[sandbox.resources]\nmemory = \"256M\"\npids = 64\n");
+    let launch = |runtime: &std::path::Path| {
+        h.airlock(&["run", "--network", "none", "--", "touch", "ran"])
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("XDG_RUNTIME_DIR", runtime)
+            .output()
+            .expect("airlock")
+    };
+    let calls = bin.join("calls");
+
+    // Control: no user manager (no private socket), no scope asked.
+    let out = launch(&runtime);
+    assert!(!calls.exists(), "{}", report(&out));
+    assert!(
+        stderr(&out).contains("cannot be applied here"),
+        "{}",
+        report(&out)
+    );
+
+    let _manager =
+        std::os::unix::net::UnixListener::bind(runtime.join("systemd/private")).expect("bind");
+    let out = launch(&runtime);
+    let asked = fs::read_to_string(&calls).unwrap_or_default();
+    assert_eq!(
+        asked.lines().count(),
+        1,
+        "asked once: {asked}\n{}",
+        report(&out)
+    );
+    let expected = format!(
+        "--user --scope --quiet --collect -p Delegate=yes --unit airlock-{}-",
+        airlock_sandbox::state::sandbox_name(&h.project)
+    );
+    assert!(asked.starts_with(&expected), "{asked}");
+    assert!(
+        asked.trim_end().ends_with(&format!(
+            ".scope -- {} run --network none -- touch ran",
+            common::AIRLOCK
+        )),
+        "{asked}"
+    );
+    // The fake scope is the same group, so the second run refuses, naming the scope.
+    assert!(!out.status.success(), "{}", report(&out));
+    assert!(
+        stderr(&out).contains("even in the systemd user scope airlock ran itself in"),
+        "{}",
+        report(&out)
+    );
+    assert!(
+        !h.project.join("ran").exists(),
+        "the workload ran unlimited"
+    );
+    eprintln!("the scope path is tested with a fake systemd-run here: {why}");
+}

@@ -65,6 +65,72 @@ fn write(path: &Path, value: &str) -> Result<(), String> {
     fs::write(path, value).map_err(|e| format!("cannot write {value:?} to {}: {e}", path.display()))
 }
 
+/// Why `parent` cannot hold groups with the `needed` controllers (read, nothing written): a
+/// controller it does not offer, or processes in it other than this one.
+fn unfit(parent: &Path, needed: &[(&str, &str)]) -> Result<(), String> {
+    let offered = read(&parent.join("cgroup.controllers"))?;
+    for (controller, key) in needed {
+        if !offered.split_whitespace().any(|c| c == *controller) {
+            return Err(format!(
+                "`{key}` needs the cgroup v2 {controller} controller, which {} does not offer",
+                parent.display()
+            ));
+        }
+    }
+    let me = std::process::id().to_string();
+    let members = read(&parent.join("cgroup.procs"))?;
+    if members.split_whitespace().any(|p| p != me) {
+        return Err(format!(
+            "{} holds other processes than airlock, so its children cannot get controllers",
+            parent.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Set (to `1`) in airlock re-run inside the systemd scope [`reexec_in_scope`] made, so that it
+/// never asks for another.
+pub const SCOPE_ENV: &str = "AIRLOCK_SCOPE";
+
+/// Why the group this process runs in cannot take `limits`, without changing anything; `None`
+/// when it can (or nothing is limited). The launch checks again for real.
+pub fn preflight(limits: &Limits) -> Option<String> {
+    let needed = needed(limits);
+    if needed.is_empty() {
+        return None;
+    }
+    own_group_here()
+        .and_then(|parent| unfit(&parent, &needed))
+        .err()
+}
+
+/// Whether this user has a systemd user manager to ask for a scope: its private socket
+/// `$XDG_RUNTIME_DIR/systemd/private` exists.
+pub fn user_manager(runtime_dir: Option<&Path>) -> bool {
+    runtime_dir.is_some_and(|dir| fs::symlink_metadata(dir.join("systemd/private")).is_ok())
+}
+
+/// Runs this very command again inside a transient systemd user scope of its own with delegated
+/// controllers (`systemd-run --user --scope -p Delegate=yes`), where airlock is the group's only
+/// process. `systemd_run` is the host's, resolved outside every sandbox-writable directory; `unit`
+/// names the scope. Returns only when the exec failed.
+pub fn reexec_in_scope(systemd_run: &Path, unit: &str) -> std::io::Error {
+    use std::os::unix::process::CommandExt as _;
+    let exe = match fs::read_link("/proc/self/exe") {
+        Ok(exe) => exe,
+        Err(e) => return e,
+    };
+    std::process::Command::new(systemd_run)
+        .args(["--user", "--scope", "--quiet", "--collect"])
+        .args(["-p", "Delegate=yes", "--unit"])
+        .arg(unit)
+        .arg("--")
+        .arg(exe)
+        .args(std::env::args_os().skip(1))
+        .env(SCOPE_ENV, "1")
+        .exec()
+}
+
 impl Cgroup {
     /// Makes the sandbox's group under `parent` (this process's own group), moving this process
     /// into `parent/supervisor` first. `name` names the group (`<sandbox>.<pid>`). `None` when
@@ -74,30 +140,22 @@ impl Cgroup {
         if needed.is_empty() {
             return Ok(None);
         }
-        let refuse = |why: String| {
-            format!(
+        let refuse = |why: String| match std::env::var_os(SCOPE_ENV) {
+            Some(_) => format!(
+                "{why}, even in the systemd user scope airlock ran itself in; [sandbox.resources] \
+                 cannot be applied, so the sandbox was not started (remove the limits, or let \
+                 your user manager delegate the controllers: `Delegate=memory pids cpu` in a \
+                 drop-in for user@.service)"
+            ),
+            None => format!(
                 "{why}; [sandbox.resources] cannot be applied here, so the sandbox was not \
-                 started (remove the limits, or run airlock in a cgroup v2 group delegated to \
-                 you, e.g. under `systemd-run --user --scope -p Delegate=yes`)"
-            )
+                 started (remove the limits, run airlock where a systemd user manager can give \
+                 it a scope, or in a cgroup v2 group delegated to you, e.g. under `systemd-run \
+                 --user --scope -p Delegate=yes`)"
+            ),
         };
-        let offered = read(&parent.join("cgroup.controllers")).map_err(refuse)?;
-        for (controller, key) in &needed {
-            if !offered.split_whitespace().any(|c| c == *controller) {
-                return Err(refuse(format!(
-                    "`{key}` needs the cgroup v2 {controller} controller, which {} does not offer",
-                    parent.display()
-                )));
-            }
-        }
+        unfit(parent, &needed).map_err(refuse)?;
         let me = std::process::id().to_string();
-        let members = read(&parent.join("cgroup.procs")).map_err(refuse)?;
-        if members.split_whitespace().any(|p| p != me) {
-            return Err(refuse(format!(
-                "{} holds other processes than airlock, so its children cannot get controllers",
-                parent.display()
-            )));
-        }
         let supervisor = parent.join("supervisor");
         if !supervisor.is_dir() {
             fs::create_dir(&supervisor)

@@ -49,6 +49,9 @@ pub fn launch(
     mut loaded: airlock_config::LoadedConfig,
     args: &RunArgs,
 ) -> anyhow::Result<i32> {
+    if !args.plan_only() {
+        enter_scope_for_limits(paths, project, &loaded.profile.resources, args.verbose)?;
+    }
     super::overrides::hide_env(&mut loaded.profile, args.no_hide_env);
     for warning in loaded.warnings() {
         eprintln!("airlock: warning: {warning}");
@@ -402,6 +405,52 @@ fn locate_project(paths: &XdgPaths, cwd: &Path, flag: Option<&Path>) -> anyhow::
         }),
         None => Ok(host::project_root(cwd, &home)),
     }
+}
+
+/// `[sandbox.resources]` limits need a cgroup holding airlock alone. When the one airlock runs in
+/// is not such (a terminal's scope holds the shell too) and the user has a systemd user manager,
+/// airlock runs itself again in a delegated scope of its own (`systemd-run --user --scope`), once;
+/// else the launch goes on and refuses with the reason if the group cannot take the limits.
+fn enter_scope_for_limits(
+    paths: &XdgPaths,
+    project: &Path,
+    resources: &airlock_config::resources::Resources,
+    verbose: bool,
+) -> anyhow::Result<()> {
+    use native::cgroup;
+    let limits = airlock_sandbox::spec::Limits {
+        tmpfs_bytes: 0,
+        memory: resources.memory,
+        cpus_milli: resources.cpus_milli,
+        pids: resources.pids,
+    };
+    if std::env::var_os(cgroup::SCOPE_ENV).is_some() {
+        return Ok(());
+    }
+    let Some(why) = cgroup::preflight(&limits) else {
+        return Ok(());
+    };
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    if !cgroup::user_manager(runtime.as_deref()) {
+        return Ok(());
+    }
+    let view = airlock_tools::HostView::from_env(&paths.home);
+    let Some(systemd_run) = view.find_host_program("systemd-run", project) else {
+        return Ok(());
+    };
+    if verbose {
+        eprintln!("airlock: {why}; running again in a systemd user scope for [sandbox.resources]");
+    }
+    let unit = format!(
+        "airlock-{}-{}.scope",
+        state::sandbox_name(project),
+        std::process::id()
+    );
+    let error = cgroup::reexec_in_scope(&systemd_run, &unit);
+    bail!(
+        "cannot run {} for [sandbox.resources]: {error}; remove the limits or fix systemd-run",
+        systemd_run.display()
+    )
 }
 
 /// Says once per user (a marker in the state dir) that writes are confined by mounts alone.
