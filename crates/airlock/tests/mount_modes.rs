@@ -185,3 +185,102 @@ fn zsh_prompt_gets_the_sandbox_marker_after_the_users_zshrc() {
         "the user's file is untouched"
     );
 }
+
+/// Without a prompt theme, each shell still shows it is in a sandbox: a plain `[sandbox]` before
+/// the user's own prompt, after their startup file set it. Control: a theme's marker is not doubled
+/// (oh-my-zsh's, in the test above) and the host's files are untouched.
+#[test]
+fn a_plain_prompt_gets_a_sandbox_marker_in_bash_zsh_and_fish() {
+    if !available() {
+        return;
+    }
+    let w = World::new("");
+    write(&w.home.join(".bashrc"), "PS1='host$ '\n");
+    write(&w.home.join(".zshrc"), "PROMPT='host> '\n");
+    write(
+        &w.home.join(".config/fish/config.fish"),
+        "function fish_prompt; printf 'host> '; end\n",
+    );
+    // bash: what airlock starts for `airlock run` (its rc file), interactive as on a terminal.
+    let bash = w.airlock_with(
+        &[
+            "run",
+            "--network",
+            "none",
+            "--",
+            "bash",
+            "--rcfile",
+            "/run/airlock/shell/bashrc",
+            "-i",
+            "-c",
+            "printf '%s\\n' \"$PS1\"",
+        ],
+        "/bin/bash",
+    );
+    let shown = stdout(&bash);
+    assert!(
+        shown.contains("[sandbox]") && shown.trim_end().ends_with("host$"),
+        "{}",
+        text(&bash)
+    );
+    for (shell, path, argv, expected) in [
+        (
+            "zsh",
+            "/usr/bin/zsh",
+            vec!["zsh", "-i", "-c", "print -r -- \"$PROMPT\""],
+            "%F{red}[sandbox]%f host> \n",
+        ),
+        (
+            "fish",
+            "/usr/bin/fish",
+            vec!["fish", "-i", "-c", "fish_mode_prompt; fish_prompt"],
+            "[sandbox] host> ",
+        ),
+    ] {
+        if !Path::new(path).exists() {
+            eprintln!("skipped: {shell} is not installed (apt-get install {shell})");
+            continue;
+        }
+        let mut args = vec!["run", "--network", "none", "--"];
+        args.extend(argv);
+        let o = w.airlock_with(&args, path);
+        // fish colours the marker; compare the text.
+        let plain: String = strip_escapes(&stdout(&o));
+        assert!(
+            plain.ends_with(expected),
+            "{shell}: {plain:?}\n{}",
+            text(&o)
+        );
+        assert_eq!(plain.matches("sandbox").count(), 1, "{shell}: {plain:?}");
+    }
+    assert_eq!(
+        fs::read_to_string(w.home.join(".zshrc")).unwrap(),
+        "PROMPT='host> '\n"
+    );
+}
+
+/// `text` without ANSI escape sequences (ESC, `[`, parameters, a final letter; ESC `(B`).
+fn strip_escapes(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\u{1b}' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('[') => {
+                while let Some(c) = chars.next() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            Some('(') => {
+                chars.next();
+            }
+            _ => {}
+        }
+    }
+    out
+}

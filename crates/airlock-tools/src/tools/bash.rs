@@ -33,4 +33,8 @@ impl Tool for Bash {
         .map(|f| home(host, f, Category::Config).fixed(ToolMountMode::Readonly))
         .collect()
     }
+    /// A plain `[sandbox]` marker before the prompt; a prompt theme (starship, oh-my-posh) replaces it.
+    fn shell_init(&self, shell: Shell) -> Option<&'static str> {
+        (shell == Shell::Bash).then_some(r#"if [ -n "$AIRLOCK" ] && [ -z "$STARSHIP_SHELL$POSH_PID" ] && [[ $PS1 != *sandbox* ]]; then PS1="\[\e[31m\][sandbox]\[\e[0m\] $PS1"; fi"#)
+    }
 }

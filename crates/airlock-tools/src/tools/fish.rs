@@ -24,4 +24,17 @@ impl Tool for Fish {
     fn mounts(&self, host: &HostView) -> Vec<MountDecl> {
         vec![xdg(host, Xdg::Config, "fish", Category::Config).fixed(ToolMountMode::Readonly)]
     }
+    /// A plain `[sandbox]` marker before the prompt. It runs from `conf.d`, before `config.fish`
+    /// defines the user's `fish_prompt`, so it goes in `fish_mode_prompt` (printed before it; the
+    /// default one, vi mode's indicator, still runs after the marker), which themes that draw their
+    /// own (starship) replace.
+    fn shell_init(&self, shell: Shell) -> Option<&'static str> {
+        (shell == Shell::Fish).then_some(
+            "if set -q AIRLOCK; and not functions -q _airlock_mode_prompt; \
+             functions -q fish_mode_prompt; and functions -c fish_mode_prompt _airlock_mode_prompt; \
+             or function _airlock_mode_prompt; end; \
+             function fish_mode_prompt; set_color red; printf '[sandbox] '; set_color normal; \
+             _airlock_mode_prompt; end; end",
+        )
+    }
 }

@@ -35,4 +35,9 @@ impl Tool for Zsh {
             ..Extras::default()
         }
     }
+    /// A plain `[sandbox]` marker before the prompt, unless a theme's marker (starship, oh-my-posh,
+    /// powerlevel10k, oh-my-zsh: their init lines run first) is there.
+    fn shell_init(&self, shell: Shell) -> Option<&'static str> {
+        (shell == Shell::Zsh).then_some(r#"[[ -n $AIRLOCK && -z $STARSHIP_SHELL$POSH_PID$POWERLEVEL9K_LEFT_PROMPT_ELEMENTS && $PROMPT != *sandbox* ]] && PROMPT="%F{red}[sandbox]%f $PROMPT""#)
+    }
 }
