@@ -98,19 +98,33 @@ pub struct BridgeFacts {
     /// The bridge state dir (`~/.local/state/airlock/bridge`) when its token exists, whether the
     /// daemon runs under a supervisor, by hand, or not at all; None when never installed.
     pub state_dir: Option<PathBuf>,
-    /// The airlock binary (canonical): bound read-only, the shims are symlinks to it.
+    /// The airlock binary (canonical): bound read-only (`airlock` inside).
     pub exe: Option<PathBuf>,
+    /// `airlock-shim` beside it, when installed (it is built and installed with airlock): the
+    /// shims are symlinks to this small binary, which starts faster; else to `exe` itself.
+    #[serde(default)]
+    pub shim: Option<PathBuf>,
 }
 
 impl BridgeFacts {
     /// Reads whether the bridge is installed and where this airlock binary is.
     pub fn gather(paths: &airlock_config::XdgPaths) -> BridgeFacts {
         let dir = paths.state_dir().join("bridge");
+        let exe = std::env::current_exe()
+            .ok()
+            .and_then(|exe| fs::canonicalize(exe).ok());
+        let shim = exe
+            .as_ref()
+            .and_then(|exe| exe.parent())
+            .map(|dir| dir.join("airlock-shim"))
+            .filter(|shim| {
+                use std::os::unix::fs::PermissionsExt as _;
+                fs::metadata(shim).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            });
         BridgeFacts {
             state_dir: (dir.join("token").is_file() && dir.join("run").is_dir()).then_some(dir),
-            exe: std::env::current_exe()
-                .ok()
-                .and_then(|exe| fs::canonicalize(exe).ok()),
+            exe,
+            shim,
         }
     }
 }

@@ -16,6 +16,7 @@ fn bridge_mounts_shims_and_gitconfig() {
     h.bridge = BridgeFacts {
         state_dir: Some("/home/dev/.local/state/airlock/bridge".into()),
         exe: Some("/usr/local/bin/airlock".into()),
+        shim: None,
     };
     let profile = Profile {
         bridge_commands: vec!["mytool".into()],
@@ -93,6 +94,19 @@ fn bridge_mounts_shims_and_gitconfig() {
     assert!(!spec.env.contains_key("GIT_CONFIG_SYSTEM"));
     assert!(spec.env["PATH"].starts_with("/run/airlock/bin:"));
 
+    // airlock-shim installed beside airlock: the shims are links to it, bound read-only.
+    h.bridge.shim = Some("/usr/local/bin/airlock-shim".into());
+    let spec = build(&profile, &h, &RunRequest::default()).expect("spec");
+    assert!(spec.mounts.iter().any(|op| matches!(op,
+        MountOp::Bind { source, target, writable: false }
+            if source == Path::new("/usr/local/bin/airlock-shim")
+                && target == Path::new("/run/airlock/airlock-shim"))));
+    assert!(spec.prepare.iter().any(|s| matches!(s,
+        PrepareStep::Symlinks { link_to, names, .. }
+            if link_to == Path::new("/run/airlock/airlock-shim")
+                && names.iter().any(|n| n == "xdg-open"))));
+    h.bridge.shim = None;
+
     // bridge = false: nothing at all.
     let off = Profile {
         bridge: false,
@@ -107,6 +121,7 @@ fn bridge_mounts_shims_and_gitconfig() {
     h.bridge = BridgeFacts {
         state_dir: Some("/home/dev/.local/state/airlock/bridge".into()),
         exe: Some("/usr/local/bin/airlock".into()),
+        shim: None,
     };
     h.env.insert("GIT_CREDENTIAL_BRIDGE".into(), "0".into());
     let spec = build(&Profile::default(), &h, &RunRequest::default()).expect("spec");

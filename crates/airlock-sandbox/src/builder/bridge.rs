@@ -16,6 +16,8 @@ use crate::spec::{MountOp, PrepareStep};
 
 /// Where the airlock binary is bound inside.
 pub const EXE: &str = "/run/airlock/airlock";
+/// Where `airlock-shim` (the shims' small binary) is bound inside, when installed.
+pub const SHIM_EXE: &str = "/run/airlock/airlock-shim";
 /// The shim directory inside, first on PATH.
 pub const SHIM_DIR: &str = "/run/airlock/bin";
 /// Where the bridge state dir is bound inside.
@@ -91,9 +93,20 @@ pub(super) fn plan(
             names.push(name);
         }
     }
+    let link_to = match &host.bridge.shim {
+        Some(shim) => {
+            out.ops.push(MountOp::Bind {
+                source: shim.clone(),
+                target: SHIM_EXE.into(),
+                writable: false,
+            });
+            SHIM_EXE
+        }
+        None => EXE,
+    };
     out.prepare.push(PrepareStep::Symlinks {
         dir: shim_dir.clone(),
-        link_to: EXE.into(),
+        link_to: link_to.into(),
         names,
     });
     out.ops.push(MountOp::Bind {

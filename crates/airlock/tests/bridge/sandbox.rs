@@ -70,6 +70,9 @@ fn xdg_open_inside_reaches_the_host_opener() {
         "{}",
         text(&out.stderr)
     );
+    // The call went through airlock-shim (built beside the airlock under test), not airlock.
+    let link = run_in_sandbox_with(&w, &proxy, &["readlink", "/run/airlock/bin/xdg-open"], b"");
+    assert_eq!(text(&link.stdout), "/run/airlock/airlock-shim\n");
     // Only what this sandbox's network policy reaches: no exfiltration through the host browser,
     // no host services, nothing at all from --network none.
     for (options, url, says) in [

@@ -1,0 +1,18 @@
+//! The bridge's shims in a binary of their own (`xdg-open`, `code`, `git-credential-airlock`, …
+//! inside a sandbox are symlinks to it): a small program starts faster than the whole airlock.
+
+fn main() {
+    let mut args = std::env::args_os();
+    let argv0 = args.next().unwrap_or_default();
+    let code = match airlock_bridge::shims::shim_for(&argv0) {
+        Some(shim) => airlock_bridge::shims::run(&shim, args.collect()),
+        None => {
+            eprintln!(
+                "airlock-shim: run it under a shim name (xdg-open, code, git-credential-airlock, …); \
+                 inside a sandbox they are in /run/airlock/bin"
+            );
+            2
+        }
+    };
+    std::process::exit(code);
+}
