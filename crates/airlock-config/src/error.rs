@@ -118,6 +118,20 @@ pub enum ConfigError {
         expected: &'static str,
     },
 
+    /// A `[network.credentials.<name>]` key that is not valid.
+    #[error(
+        "{}: [network.credentials.{name}] {key}{} is not valid; expected {expected}",
+        path.display(),
+        if value.is_empty() { String::new() } else { format!(" = {value:?}") }
+    )]
+    Credential {
+        path: PathBuf,
+        name: String,
+        key: String,
+        value: String,
+        expected: String,
+    },
+
     /// A host-only section (read by host daemons) in a project file.
     #[error(
         "{}: {section} is a host setting and is honoured only in the global config; move it to \

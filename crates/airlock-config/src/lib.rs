@@ -6,6 +6,7 @@
 //! files at launch, and the XDG paths of airlock's state on the host. It does no sandboxing and knows
 //! nothing of backends.
 
+pub mod credentials;
 mod environment;
 mod error;
 pub mod hostfs;

@@ -97,6 +97,7 @@ impl ConfigFile {
             }
         }
         crate::mounts::check(origin, &self.sandbox.mounts)?;
+        crate::credentials::validate(origin, &self.network.credentials)?;
         crate::environment::validate(self, origin)?;
         crate::include::validate(self, origin)?;
         Ok(())
@@ -170,6 +171,7 @@ impl Profile {
         for (origin, file) in layers.chain(project) {
             profile.apply(origin, &file.sandbox);
             profile.apply_network(origin, &file.network);
+            crate::credentials::layer(&mut profile.credentials, origin, &file.network.credentials);
             if let Some(default) = file.overlay.default {
                 profile.overlay_default = default;
             }
@@ -364,6 +366,7 @@ fn load_layers(
         .collect();
     crate::environment::check_passthrough(&layers)?;
     let profile = Profile::layer_all(global, &includes, project_layer);
+    crate::credentials::check_overlaps(&profile.credentials)?;
     Ok(LoadedConfig {
         profile,
         global: global_cfg.map(|_| global_path),
@@ -373,12 +376,20 @@ fn load_layers(
 }
 
 /// What a project file may not hold although the global file may: `[bridge]` (host commands run
-/// on the host) and `[[include]]` (other files would bypass `airlock trust`).
+/// on the host), `[network.credentials]` (host secrets) and `[[include]]` (other files would
+/// bypass `airlock trust`).
 pub(crate) fn check_project_file(cfg: &ConfigFile, path: &Path) -> Result<(), ConfigError> {
     if !cfg.bridge.is_empty() {
         return Err(ConfigError::HostOnly {
             path: path.to_path_buf(),
             section: "[bridge]",
+        });
+    }
+    // A credential rule sends a host secret (a file, a command's output) to the hosts it names.
+    if !cfg.network.credentials.is_empty() {
+        return Err(ConfigError::HostOnly {
+            path: path.to_path_buf(),
+            section: "[network.credentials]",
         });
     }
     if !cfg.include.is_empty() {

@@ -209,6 +209,8 @@ pub struct Profile {
     pub tools: crate::ToolSettingsMap,
     /// `[sandbox.resources]`, layered key by key (project over global).
     pub resources: crate::resources::Resources,
+    /// `[network.credentials]`, by name (global config and includes only).
+    pub credentials: crate::credentials::CredentialMap,
 }
 
 impl Default for Profile {
@@ -228,6 +230,7 @@ impl Default for Profile {
             overlay_default: crate::OverlayDefault::Split,
             tools: BTreeMap::new(),
             resources: crate::resources::Resources::default(),
+            credentials: Default::default(),
         }
     }
 }
@@ -255,6 +258,9 @@ pub struct NetworkSection {
     /// host's `HTTPS_PROXY` / `HTTP_PROXY`. `""` turns that off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream_proxy: Option<String>,
+    /// `[network.credentials.<name>]`: secrets the proxy adds at the edge (global config only).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub credentials: BTreeMap<String, crate::credentials::CredentialEntry>,
 }
 
 /// The base allowlist the `allow` and `deny` rules are added to.

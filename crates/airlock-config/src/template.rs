@@ -192,6 +192,7 @@ pub fn render_profile(p: &Profile) -> String {
     crate::environment::render(&mut out, &p.environment);
     render_resources(&mut out, &p.resources);
     render_network(&mut out, &p.egress);
+    crate::credentials::render(&mut out, &p.credentials);
     render_tools(&mut out, p);
     out
 }
@@ -471,6 +472,37 @@ mod tests {
                 resolve: [("db.internal".to_owned(), "10.0.0.5".parse().unwrap())].into(),
                 upstream_proxy: Some("http://proxy.corp:3128".into()),
             },
+            credentials: [
+                crate::credentials::Credential {
+                    name: "we-ird".into(),
+                    hosts: vec!["api.example.com".into(), "b.test".into()],
+                    header: "x-api-key".into(),
+                    value_format: "Key \"{value}\"".into(),
+                    source: crate::credentials::CredentialSource::Command(vec![
+                        "pass".into(),
+                        "show \"x\"\n".into(),
+                    ]),
+                    placeholder_env: None,
+                    placeholder: "airlock-placeholder".into(),
+                    origin: PathBuf::from("/g\n[network]\n.toml"),
+                },
+                crate::credentials::Credential {
+                    name: "k".into(),
+                    hosts: vec!["k.test".into()],
+                    header: "authorization".into(),
+                    value_format: "Basic {basic:u}".into(),
+                    source: crate::credentials::CredentialSource::Keychain {
+                        service: "svc".into(),
+                        account: Some("me".into()),
+                    },
+                    placeholder_env: Some("K_TOKEN".into()),
+                    placeholder: "placeholder-k".into(),
+                    origin: PathBuf::from("/g.toml"),
+                },
+            ]
+            .into_iter()
+            .map(|c| (c.name.clone(), c))
+            .collect(),
             overlay_default: OverlayDefault::Tmpoverlay,
             tools: [(
                 "we ird\"tool".to_owned(),
@@ -518,6 +550,9 @@ mod tests {
         }
         for var in expected.environment.values_mut() {
             var.origin = origin.to_path_buf();
+        }
+        for cred in expected.credentials.values_mut() {
+            cred.origin = origin.to_path_buf();
         }
         assert_eq!(back, expected);
     }
