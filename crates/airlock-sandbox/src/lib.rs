@@ -2,8 +2,9 @@
 //!
 //! Owns the [`SandboxSpec`] (the one contract between what is sandboxed and how), the pure builder that
 //! turns a config [`Profile`](airlock_config::Profile) and [`HostFacts`] into a spec, the native Linux
-//! backend that launches a spec, the supervisor that waits for it, and the per-project state roots with
-//! their session locks. It does not know which tools exist or how the network gates work.
+//! backend that launches a spec, the supervisor that waits for it, the per-project state roots with
+//! their session locks, and what their overlays kept, brought back on request (`overlay_changes`).
+//! It does not know which tools exist or how the network gates work.
 
 pub mod builder;
 pub mod contrib;
@@ -12,6 +13,7 @@ pub mod hide;
 pub mod host;
 pub mod mount_patterns;
 pub mod native;
+pub mod overlay_changes;
 pub mod spec;
 pub mod state;
 pub mod trust;
@@ -19,4 +21,5 @@ pub mod trust;
 pub use builder::{RunRequest, SpecError, build, build_with_tools};
 pub use contrib::{Contributions, GeneratedFile, ToolMount, ToolMountMode};
 pub use host::HostFacts;
+pub use overlay_changes::Overlays;
 pub use spec::*;

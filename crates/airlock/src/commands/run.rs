@@ -52,54 +52,14 @@ pub fn launch(
     if !args.plan_only() {
         enter_scope_for_limits(paths, project, &loaded.profile.resources, args.verbose)?;
     }
-    super::overrides::hide_env(&mut loaded.profile, args.no_hide_env);
-    for warning in loaded.warnings() {
-        eprintln!("airlock: warning: {warning}");
-    }
-    let facts = HostFacts::gather(paths, cwd, project, &loaded.profile);
-    // Before anything reads the project's `.git`: what a session that died left unchecked.
-    if !args.plan_only() {
-        let state_root = paths.sandboxes_dir().join(state::sandbox_name(project));
-        for message in airlock_tools::git::session::recover(&state_root, project) {
-            eprintln!("airlock: {message}");
-        }
-    }
-    let request = RunRequest {
-        argv: args.command.clone(),
-        network: args.network.map(|n| match n {
-            NetworkArg::Proxy => NetworkMode::Proxy,
-            NetworkArg::Host => NetworkMode::Host,
-            NetworkArg::None => NetworkMode::None,
-        }),
-        allow_hosts: args.allow_hosts.clone(),
-        deny_hosts: args.deny_hosts.clone(),
-    };
-    let catalog = airlock_tools::Catalog::builtin();
-    let mut settings = airlock_tools::Settings::from_profile(&loaded.profile, &catalog)?;
-    super::overrides::git_mode(&mut settings, &loaded.profile, args.git_mode)?;
-    let network = request.network.unwrap_or(loaded.profile.network);
-    let view = airlock_tools::HostView::from_env(&facts.home);
-    if args.verbose {
-        for (dir, why) in view.skipped_path_entries(project) {
-            eprintln!("airlock: PATH entry {dir} is not searched for host programs: {why}");
-        }
-    }
-    let mut contrib = airlock_tools::plan_for(
-        &catalog,
-        &settings,
-        &view,
-        network,
-        project,
-        args.plan_only(),
-    );
-    airlock_tools::shell::integrate(&catalog, &settings, &view, &mut contrib);
-    for warning in &contrib.warnings {
-        eprintln!("airlock: warning: {warning}");
-    }
-    let spec = airlock_sandbox::build_with_tools(&loaded.profile, &facts, &request, &contrib)?;
-    for warning in &spec.warnings {
-        eprintln!("airlock: warning: {warning}");
-    }
+    let Plan {
+        facts,
+        catalog,
+        settings,
+        view,
+        contrib,
+        spec,
+    } = plan(paths, cwd, project, &mut loaded, args)?;
     // The shell airlock starts reads the user's startup files: name once what they use that is
     // not inside.
     let startup_hint = match (args.command.is_empty(), spec.argv.first()) {
@@ -239,6 +199,83 @@ pub fn launch(
         Err(LaunchError::Setup(message)) => bail!("sandbox setup failed: {message}"),
         Err(e) => Err(e.into()),
     }
+}
+
+/// What `airlock run` plans for `project` before it creates anything: the spec `--print-spec`
+/// prints and what went into it (its warnings printed). `airlock overlay` reads the same plan.
+pub(crate) struct Plan {
+    pub facts: HostFacts,
+    pub catalog: airlock_tools::Catalog,
+    pub settings: airlock_tools::Settings,
+    pub view: airlock_tools::HostView,
+    pub contrib: airlock_sandbox::Contributions,
+    pub spec: airlock_sandbox::SandboxSpec,
+}
+
+/// Plans `project`'s sandbox from `cwd` with `loaded` (adjusted by `args`), as [`launch`] does.
+pub(crate) fn plan(
+    paths: &XdgPaths,
+    cwd: &Path,
+    project: &Path,
+    loaded: &mut airlock_config::LoadedConfig,
+    args: &RunArgs,
+) -> anyhow::Result<Plan> {
+    super::overrides::hide_env(&mut loaded.profile, args.no_hide_env);
+    for warning in loaded.warnings() {
+        eprintln!("airlock: warning: {warning}");
+    }
+    let facts = HostFacts::gather(paths, cwd, project, &loaded.profile);
+    // Before anything reads the project's `.git`: what a session that died left unchecked.
+    if !args.plan_only() {
+        let state_root = paths.sandboxes_dir().join(state::sandbox_name(project));
+        for message in airlock_tools::git::session::recover(&state_root, project) {
+            eprintln!("airlock: {message}");
+        }
+    }
+    let request = RunRequest {
+        argv: args.command.clone(),
+        network: args.network.map(|n| match n {
+            NetworkArg::Proxy => NetworkMode::Proxy,
+            NetworkArg::Host => NetworkMode::Host,
+            NetworkArg::None => NetworkMode::None,
+        }),
+        allow_hosts: args.allow_hosts.clone(),
+        deny_hosts: args.deny_hosts.clone(),
+    };
+    let catalog = airlock_tools::Catalog::builtin();
+    let mut settings = airlock_tools::Settings::from_profile(&loaded.profile, &catalog)?;
+    super::overrides::git_mode(&mut settings, &loaded.profile, args.git_mode)?;
+    let network = request.network.unwrap_or(loaded.profile.network);
+    let view = airlock_tools::HostView::from_env(&facts.home);
+    if args.verbose {
+        for (dir, why) in view.skipped_path_entries(project) {
+            eprintln!("airlock: PATH entry {dir} is not searched for host programs: {why}");
+        }
+    }
+    let mut contrib = airlock_tools::plan_for(
+        &catalog,
+        &settings,
+        &view,
+        network,
+        project,
+        args.plan_only(),
+    );
+    airlock_tools::shell::integrate(&catalog, &settings, &view, &mut contrib);
+    for warning in &contrib.warnings {
+        eprintln!("airlock: warning: {warning}");
+    }
+    let spec = airlock_sandbox::build_with_tools(&loaded.profile, &facts, &request, &contrib)?;
+    for warning in &spec.warnings {
+        eprintln!("airlock: warning: {warning}");
+    }
+    Ok(Plan {
+        facts,
+        catalog,
+        settings,
+        view,
+        contrib,
+        spec,
+    })
 }
 
 /// Prints `line` unless this sandbox's state holds the same line under `name` (so a hint is said
