@@ -17,6 +17,7 @@
 
 mod addr;
 mod host;
+pub mod inject;
 mod log;
 mod policy;
 pub mod presets;

@@ -143,6 +143,23 @@ pub struct EgressSpec {
     /// The host's `NO_PROXY`, for the upstream proxy.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub no_proxy: String,
+    /// `[network.credentials]`: the rules (never a value), and where the session CA is written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<airlock_config::credentials::Credential>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential_trust: Option<CredentialTrust>,
+}
+
+/// Where a launch with `[network.credentials]` writes the session CA it trusts inside (the proxy
+/// makes the CA; the launch writes these files before the sandbox starts).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialTrust {
+    /// The session CA's certificate (`/run/airlock/egress/ca.pem` inside).
+    pub ca: PathBuf,
+    /// `base` plus the CA (`/run/airlock/egress/bundle.pem` inside, and over the system bundle).
+    pub bundle: PathBuf,
+    /// The host's trust the bundle starts from; `None`: the CA alone.
+    pub base: Option<PathBuf>,
 }
 
 /// A proxy URL with its userinfo replaced by `***`.

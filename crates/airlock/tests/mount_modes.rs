@@ -270,7 +270,7 @@ fn strip_escapes(text: &str) -> String {
         }
         match chars.next() {
             Some('[') => {
-                while let Some(c) = chars.next() {
+                for c in chars.by_ref() {
                     if c.is_ascii_alphabetic() {
                         break;
                     }

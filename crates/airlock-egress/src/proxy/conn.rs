@@ -120,9 +120,15 @@ async fn handle(client: &mut TcpStream, ctx: &Ctx, entry: &mut Entry) -> Result<
     // Until the relay returns, the record says "cut off": that is what a task aborted at shutdown logs.
     entry.decision = LogDecision::Allowed;
     let leftover = &buf[head_len..];
-    let relayed = match request {
-        Request::Connect { .. } => tunnel(client, upstream, leftover, ctx, entry).await,
-        Request::Forward(f) => forward(client, upstream, &f, leftover, ctx, entry).await,
+    let host_name = host.to_string();
+    let injector = cfg.injector.as_deref().filter(|i| i.covers(&host_name));
+    let relayed = match (request, injector) {
+        (Request::Connect { .. }, Some(injector)) => {
+            super::injected::serve(client, upstream, &host_name, leftover, injector, ctx, entry)
+                .await?
+        }
+        (Request::Connect { .. }, None) => tunnel(client, upstream, leftover, ctx, entry).await,
+        (Request::Forward(f), _) => forward(client, upstream, &f, leftover, ctx, entry).await,
     };
     entry.reason = relayed
         .err()

@@ -15,6 +15,7 @@ mod forward;
 #[doc(hidden)]
 pub mod fuzzing;
 mod head;
+mod injected;
 mod relay;
 mod reply;
 mod response;
@@ -57,6 +58,8 @@ pub struct ProxyConfig {
     pub max_connections: usize,
     /// Where allowed traffic goes instead of straight out (a company proxy), if anywhere.
     pub upstream_proxy: Option<UpstreamProxy>,
+    /// The `[network.credentials]` rules: their hosts' CONNECTs are served with the header set.
+    pub injector: Option<Arc<crate::inject::Injector>>,
 }
 
 impl Default for ProxyConfig {
@@ -70,6 +73,7 @@ impl Default for ProxyConfig {
             max_headers: 128,
             max_connections: 1024,
             upstream_proxy: None,
+            injector: None,
         }
     }
 }

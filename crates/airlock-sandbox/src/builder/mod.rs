@@ -11,6 +11,7 @@ use crate::host::{HostFacts, PathKind};
 use crate::spec::{EgressSpec, MountOp, SandboxSpec, SeccompPolicy};
 
 pub mod bridge;
+pub mod credentials;
 mod custom;
 mod env;
 mod hide;
@@ -180,6 +181,8 @@ pub fn build_with_tools(
             .iter()
             .find_map(|k| host.env.get(*k).filter(|v| !v.is_empty()).cloned())
             .unwrap_or_default(),
+        credentials: profile.credentials.values().cloned().collect(),
+        credential_trust: None,
     });
     let mut env = environment(profile, host, &name, &shell)?;
     for (key, value) in &contrib.env {
@@ -212,6 +215,20 @@ pub fn build_with_tools(
     if let Some(egress) = &egress {
         proxy_environment(&mut env, &egress.url);
     }
+    let mut warnings = custom.warnings;
+    let trust = credentials::plan(
+        profile,
+        host,
+        &state_root,
+        network,
+        &mut env,
+        &mut plan,
+        &mut warnings,
+    );
+    let mut egress = egress;
+    if let Some(egress) = &mut egress {
+        egress.credential_trust = trust;
+    }
     Ok(SandboxSpec {
         env,
         env_placeholders,
@@ -229,7 +246,7 @@ pub fn build_with_tools(
         mounts: plan.into_ordered(),
         writable,
         prepare: [custom.prepare, tools.prepare, bridge.prepare].concat(),
-        warnings: custom.warnings,
+        warnings,
         seccomp: SeccompPolicy {
             nested_namespaces: profile.nested_namespaces,
         },

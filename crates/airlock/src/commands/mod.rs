@@ -4,6 +4,7 @@ pub mod agents;
 pub mod bridge;
 pub mod completion;
 pub mod config;
+pub mod credentials;
 pub mod doctor;
 pub mod explain;
 pub mod filters;

@@ -148,9 +148,18 @@ pub fn launch(
             return Err(e);
         }
     };
+    let injector = match super::credentials::start(&spec, &facts.env, &facts.home) {
+        Ok(injector) => injector,
+        Err(e) => {
+            drop(lease);
+            let _ = session.close(created_now);
+            return Err(e);
+        }
+    };
     let mut gates = EgressGate {
         policy,
         upstream_proxy,
+        injector,
         log: spec.egress.as_ref().map(|e| e.log.clone()),
         proxy: None,
         filters,
@@ -388,6 +397,8 @@ fn begin_git(
 struct EgressGate {
     policy: Option<EgressPolicy>,
     upstream_proxy: Option<airlock_egress::UpstreamProxy>,
+    /// `[network.credentials]`: the rules and the session CA, for the proxy.
+    injector: Option<std::sync::Arc<airlock_egress::inject::Injector>>,
     log: Option<PathBuf>,
     proxy: Option<ProxyHandle>,
     /// The socket filters (herdr's), served once the sandbox is cloned.
@@ -412,6 +423,7 @@ impl native::Gates for EgressGate {
             .map_or(1024, |(soft, _)| soft);
         let config = ProxyConfig {
             upstream_proxy: self.upstream_proxy.take(),
+            injector: self.injector.take(),
             ..ProxyConfig::for_fd_limit(fd_limit)
         };
         let proxy =
