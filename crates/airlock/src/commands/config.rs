@@ -146,7 +146,83 @@ pub fn doctor_rows() -> Vec<Check> {
         },
         fix: None,
     };
-    vec![config, network_row(&loaded.profile)]
+    let mut rows = vec![config, network_row(&loaded.profile)];
+    rows.extend(credentials_row(&loaded.profile));
+    rows
+}
+
+/// The agents that read a variable a preset sets to the placeholder.
+fn agents_of(var: &str) -> &'static str {
+    match var {
+        "ANTHROPIC_API_KEY" => " (claude, aider, opencode, pi)",
+        "OPENAI_API_KEY" => " (codex, aider, opencode)",
+        "GEMINI_API_KEY" => " (gemini)",
+        "GH_TOKEN" => " (gh, copilot)",
+        _ => "",
+    }
+}
+
+/// `[network.credentials]`: each rule, whether its value can be read now (never shown), whether
+/// the policy lets its hosts through, and which agents it wires; `None` without rules.
+fn credentials_row(profile: &airlock_config::Profile) -> Option<Check> {
+    if profile.credentials.is_empty() {
+        return None;
+    }
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let home = std::path::PathBuf::from(env.get("HOME").cloned().unwrap_or_default());
+    let policy = airlock_egress::EgressPolicy::from_settings(&profile.egress, &[], &[]).ok();
+    let mut problems = Vec::new();
+    let mut parts = Vec::new();
+    for c in profile.credentials.values() {
+        let source = airlock_egress::inject::Source::new(&c.source, &env, &home);
+        let readable = match source.read() {
+            Ok(_) => "readable".to_owned(),
+            Err(why) => {
+                problems.push(format!("{}: {why}", c.name));
+                "NOT readable".to_owned()
+            }
+        };
+        for host in &c.hosts {
+            let allowed = policy.as_ref().is_some_and(|p| {
+                airlock_egress::parse_authority(host, Some(443))
+                    .map(|(h, port)| p.decide(&h, port).allowed)
+                    .unwrap_or(false)
+            });
+            if !allowed {
+                problems.push(format!(
+                    "{}: {host} is not allowed by the network policy, so the rule is never used",
+                    c.name
+                ));
+            }
+        }
+        let inside = match &c.placeholder_env {
+            Some(var) => format!("; inside {var}={}{}", c.placeholder, agents_of(var)),
+            None => String::new(),
+        };
+        parts.push(format!(
+            "{} → {} ({}, {} {readable}{inside})",
+            c.name,
+            c.hosts.join(", "),
+            c.header,
+            c.source.describe()
+        ));
+    }
+    if profile.network != NetworkMode::Proxy {
+        problems.push(format!(
+            "the network mode is {}: credentials are injected only with --network proxy",
+            profile.network.as_str()
+        ));
+    }
+    Some(Check {
+        name: "credentials",
+        status: if problems.is_empty() {
+            Status::Ok
+        } else {
+            Status::Warn
+        },
+        detail: parts.join("; "),
+        fix: (!problems.is_empty()).then(|| problems.join("; ")),
+    })
 }
 
 fn network_row(profile: &airlock_config::Profile) -> Check {
