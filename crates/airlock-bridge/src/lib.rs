@@ -3,7 +3,7 @@
 //!
 //! Owns the daemon (`airlock bridge daemon`: routes, bearer-token auth, body caps, rate buckets,
 //! the audit log), the client the in-sandbox shims use (unix socket first, TCP fallback), the shims
-//! themselves (names of the airlock binary), and install/status/uninstall of the per-user supervisor
+//! themselves (names of `airlock-shim`, or of the airlock binary when it is missing), and install/status/uninstall of the per-user supervisor
 //! unit (systemd user unit or LaunchAgent). It does not build sandboxes: the spec builder mounts the
 //! state dir and the shim dir described in [`paths`].
 

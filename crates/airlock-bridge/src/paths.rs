@@ -51,18 +51,19 @@ impl BridgePaths {
         self.dir.join("pid")
     }
 
-    /// The append-only audit log (0600).
     /// Sound files on their way to the player, never mounted into a sandbox; emptied when the
     /// daemon starts (a killed daemon's reaper could not remove its last ones).
     pub fn sounds(&self) -> PathBuf {
         self.dir.join("sounds")
     }
 
+    /// The append-only audit log (0600), never mounted into a sandbox.
     pub fn log(&self) -> PathBuf {
         self.dir.join("log")
     }
 
-    /// The socket dir (0700), mounted read-write into sandboxes (connect() needs a writable mount).
+    /// The socket dir (0700), mounted read-only into sandboxes (connect() needs no write access, and
+    /// a writable one would let a sandbox put its own socket in the daemon's place).
     pub fn run_dir(&self) -> PathBuf {
         self.dir.join("run")
     }

@@ -1,5 +1,5 @@
-//! airlock-sockets: what every filter of a host control socket shares (herdr's and kitty's;
-//! Docker's next). The host's real socket is never mounted into a sandbox; a filter's own socket is,
+//! airlock-sockets: what every filter of a host control socket shares (herdr's, kitty's, Docker's,
+//! the portal's bus). The host's real socket is never mounted into a sandbox; a filter's own socket is,
 //! and this crate owns its life:
 //!
 //! - [`SessionSockets`]: the host-side directory of one session's filter sockets

@@ -1,4 +1,4 @@
-//! The shims: names the airlock binary answers to inside a sandbox (multi-call). Each keeps only
+//! The shims: names `airlock-shim` (and the airlock binary, multi-call) answers to inside a sandbox. Each keeps only
 //! its own argument handling, messages and exit policy; the transport is [`crate::client`].
 
 use std::ffi::OsString;

@@ -320,7 +320,7 @@ fn reap(workload: Pid, sock: RawFd) {
     }
 }
 
-/// Step 5: the workload's last moments before `execve`, in the order NATIVE-BACKEND.md fixes.
+/// Step 5: the workload's last moments before `execve`, in the order docs/architecture.md gives.
 fn workload(plan: &ChildPlan, sock: RawFd, slave: Option<OwnedFd>) -> ! {
     if let Err(e) = tty::attach(slave.as_ref(), plan.tty.as_ref()) {
         die(sock, &format!("cannot give the sandbox its terminal: {e}"));

@@ -1,10 +1,12 @@
 //! The native Linux backend: namespaces, a root built on tmpfs, pivot_root, Landlock, seccomp.
 //!
-//! The order of a launch is fixed in `shared/design/NATIVE-BACKEND.md`; each step lives in one module:
+//! The order of a launch is described in `docs/architecture.md` ("The native backend"); each step
+//! lives in one module:
 //! `launch` (parent: clone, id maps, supervision), `child` (init and the workload's last steps),
 //! `rootfs` (mounts and pivot_root), `keeper` (hidden files, kept by init), `net`, `caps`, `landlock`, `seccomp`, `creds` (groups and the
-//! descriptor limit around the clone), `tty` (the sandbox's own pty and its relay), and `sys` (raw
-//! calls).
+//! descriptor limit around the clone), `tty` (the sandbox's own pty and its relay), `cgroup`
+//! (`[sandbox.resources]`), `notify` (the supervisor's answer to refused namespace calls), and `sys`
+//! (raw calls).
 
 pub mod caps;
 pub mod cgroup;

@@ -2,7 +2,8 @@
 //! of tool files, generated files), and the lease on the sandbox's persistent overlay layers.
 //!
 //! Only one overlay may use an upper dir at a time, so the first session of a project takes an
-//! exclusive lease on `overlay.lock`; a later concurrent session gets throwaway uppers instead.
+//! exclusive lease on `overlay.lock`; a later concurrent session sees the owner's upper read-only,
+//! under a throwaway upper of its own (`Upper::Stacked`), so its writes are discarded.
 
 use std::fs::{self, File};
 use std::io;

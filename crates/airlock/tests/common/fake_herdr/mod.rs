@@ -21,7 +21,7 @@
 //!
 //! [`FakeHerdr::start`] binds the socket (0600) and serves it on background threads until dropped,
 //! with the framing above. It accepts every one of the 91 methods of the protocol-20 schema
-//! (`/work/shared/reference/herdr-api.schema.json`), checks their parameters as herdr's deserializer
+//! (herdr's published JSON schema of its socket API), checks their parameters as herdr's deserializer
 //! would (required fields, JSON types, enum values; nested objects only roughly), and answers with
 //! result shapes taken from the schema. It keeps a small session model so ids behave like herdr's:
 //!

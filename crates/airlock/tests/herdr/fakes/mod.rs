@@ -1,4 +1,5 @@
-//! Fake `herdr` and `sbx` executables, built from the reference facts (shared/reference). The test
+//! Fake `herdr` and `sbx` executables, built from their documented behaviour (herdr's CLI and
+//! socket API, the sbx CLI and plugin state; docs/herdr-plugin.md). The test
 //! binary runs as one of them when started under that name (a symlink in the test's `bin/`). Both
 //! log every argv as a JSON line, keep their state in a JSON file (locked with flock, since the
 //! action, the bridge and the popup call them concurrently), and take failures, delays and races
