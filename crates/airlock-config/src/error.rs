@@ -118,6 +118,25 @@ pub enum ConfigError {
         expected: &'static str,
     },
 
+    /// A rule would be written into a project file that is not trusted at its current content.
+    #[error(
+        "{} is not trusted (or changed since `airlock trust add`), so airlock does not edit it; \
+         review it, then add the rule yourself and run `airlock trust add`",
+        file.display()
+    )]
+    EditUntrusted { file: PathBuf },
+
+    /// A project file whose shape does not take the rule.
+    #[error("cannot add the rule to {}: {what}; add it by hand under [network] allow", file.display())]
+    EditShape { file: PathBuf, what: &'static str },
+
+    /// `[network] ask_timeout` out of range.
+    #[error(
+        "{}: [network] ask_timeout = {value} is not valid; expected a number of seconds from 1 to 600",
+        path.display()
+    )]
+    AskTimeout { path: PathBuf, value: u64 },
+
     /// A `[network.credentials.<name>]` key that is not valid.
     #[error(
         "{}: [network.credentials.{name}] {key}{} is not valid; expected {expected}",

@@ -7,6 +7,7 @@
 //! nothing of backends.
 
 pub mod credentials;
+mod edit;
 mod environment;
 mod error;
 pub mod hostfs;
@@ -21,6 +22,7 @@ mod text;
 mod tools_section;
 mod trust;
 
+pub use edit::add_allow_rule;
 pub use environment::{
     ENV_FILE_BYTES, EnvSource, EnvironmentEntry, EnvironmentMap, EnvironmentVar, FileValue,
     env_var_name_problem, read_file_value, read_files as read_environment_files,

@@ -98,6 +98,14 @@ impl ConfigFile {
         }
         crate::mounts::check(origin, &self.sandbox.mounts)?;
         crate::credentials::validate(origin, &self.network.credentials)?;
+        if let Some(secs) = self.network.ask_timeout
+            && !(1..=600).contains(&secs)
+        {
+            return Err(ConfigError::AskTimeout {
+                path: origin.to_path_buf(),
+                value: secs,
+            });
+        }
         crate::environment::validate(self, origin)?;
         crate::include::validate(self, origin)?;
         Ok(())
@@ -239,6 +247,12 @@ impl Profile {
             .extend(n.resolve.iter().map(|(name, ip)| (name.clone(), *ip)));
         if let Some(url) = &n.upstream_proxy {
             e.upstream_proxy = Some(url.clone());
+        }
+        if let Some(unmatched) = n.unmatched {
+            e.unmatched = unmatched;
+        }
+        if let Some(secs) = n.ask_timeout {
+            e.ask_timeout = secs;
         }
     }
 }

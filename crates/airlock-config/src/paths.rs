@@ -80,6 +80,12 @@ impl XdgPaths {
         self.data_home.join("airlock").join("scratchpads")
     }
 
+    /// Ask mode's sockets, one per session (`airlock network monitor` connects to them):
+    /// `$XDG_STATE_HOME/airlock/monitor`, never mounted in a sandbox.
+    pub fn monitor_dir(&self) -> PathBuf {
+        self.state_dir().join("monitor")
+    }
+
     /// Host-trusted state that no sandbox may write: `$XDG_STATE_HOME/airlock`.
     pub fn state_dir(&self) -> PathBuf {
         self.state_home.join("airlock")

@@ -258,10 +258,39 @@ pub struct NetworkSection {
     /// host's `HTTPS_PROXY` / `HTTP_PROXY`. `""` turns that off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream_proxy: Option<String>,
+    /// `unmatched = "deny" | "ask"`: what a request no rule matches gets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unmatched: Option<Unmatched>,
+    /// How long an asked request waits for `airlock network monitor`, in seconds (1 to 600).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ask_timeout: Option<u64>,
     /// `[network.credentials.<name>]`: secrets the proxy adds at the edge (global config only).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub credentials: BTreeMap<String, crate::credentials::CredentialEntry>,
 }
+
+/// What a request no rule matches gets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Unmatched {
+    /// 403 at once.
+    #[default]
+    Deny,
+    /// It waits for a decision in `airlock network monitor` (denied when nobody answers in time).
+    Ask,
+}
+
+impl Unmatched {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unmatched::Deny => "deny",
+            Unmatched::Ask => "ask",
+        }
+    }
+}
+
+/// `[network] ask_timeout` when unset, in seconds.
+pub const DEFAULT_ASK_TIMEOUT: u64 = 60;
 
 /// The base allowlist the `allow` and `deny` rules are added to.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -294,7 +323,7 @@ pub struct EgressRule {
 }
 
 /// The resolved `[network]` settings: global file, then the trusted project file on top.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EgressSettings {
     pub preset: EgressPreset,
     pub allow: Vec<EgressRule>,
@@ -306,4 +335,28 @@ pub struct EgressSettings {
     /// Never serialised: it may hold a password.
     #[serde(default, skip_serializing)]
     pub upstream_proxy: Option<String>,
+    #[serde(default)]
+    pub unmatched: Unmatched,
+    /// Seconds ([`DEFAULT_ASK_TIMEOUT`] unless a file sets it).
+    #[serde(default = "default_ask_timeout")]
+    pub ask_timeout: u64,
+}
+
+fn default_ask_timeout() -> u64 {
+    DEFAULT_ASK_TIMEOUT
+}
+
+impl Default for EgressSettings {
+    fn default() -> Self {
+        EgressSettings {
+            preset: EgressPreset::default(),
+            allow: Vec::new(),
+            deny: Vec::new(),
+            allow_private: false,
+            resolve: BTreeMap::new(),
+            upstream_proxy: None,
+            unmatched: Unmatched::default(),
+            ask_timeout: DEFAULT_ASK_TIMEOUT,
+        }
+    }
 }

@@ -115,6 +115,16 @@ const INIT_TEMPLATE: &str = r#"# airlock configuration.
 # above still decides, on the host the sandbox asked for.
 # upstream_proxy = "http://proxy.corp:3128"   # default: the host's HTTPS_PROXY
 
+# A request no rule matches: "deny" (403 at once) or "ask" (it waits up to ask_timeout seconds
+# for your decision in `airlock network monitor`, run in another terminal; denied if nobody answers).
+#unmatched = "deny"
+#ask_timeout = 60
+
+# Secrets the proxy adds on the way out, so the sandbox only holds a placeholder (global config
+# only; docs/network.md). E.g. the agent's API key, read from the host's ANTHROPIC_API_KEY:
+# [network.credentials.claude]
+# preset = "anthropic"
+
 [overlay]
 # How tool mounts (a tool's config, data and cache from your home) appear inside; see docs/tools.md:
 #   "split"       each mount's default: config and runtime dirs "tmpoverlay", data, cache and
@@ -276,6 +286,8 @@ fn render_network(out: &mut String, e: &EgressSettings) {
     } else {
         let _ = writeln!(out, "resolve = {{ {} }}", entries.join(", "));
     }
+    let _ = writeln!(out, "unmatched = {}", quote(e.unmatched.as_str()));
+    let _ = writeln!(out, "ask_timeout = {}", e.ask_timeout);
     if let Some(url) = &e.upstream_proxy {
         // Never the credentials: `config show` output ends up in terminals and bug reports.
         let _ = writeln!(
@@ -410,6 +422,8 @@ mod tests {
              deny = []\n\
              allow_private = false\n\
              resolve = {}\n\
+             unmatched = \"deny\"\n\
+             ask_timeout = 60\n\
              \n\
              [overlay]\n\
              default = \"split\"\n"
@@ -471,6 +485,8 @@ mod tests {
                 allow_private: true,
                 resolve: [("db.internal".to_owned(), "10.0.0.5".parse().unwrap())].into(),
                 upstream_proxy: Some("http://proxy.corp:3128".into()),
+                unmatched: crate::Unmatched::Ask,
+                ask_timeout: 5,
             },
             credentials: [
                 crate::credentials::Credential {

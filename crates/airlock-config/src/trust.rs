@@ -116,7 +116,6 @@ impl TrustStore {
     /// The file must exist and be a valid config; the hash and the parse are of the same bytes.
     /// `dir` is stored as given: the caller canonicalises it.
     pub fn add(&mut self, dir: &Path) -> Result<TrustRecord, ConfigError> {
-        let key = dir_key(dir)?;
         let file = dir.join(PROJECT_FILE_NAME);
         let Some(bytes) = read_optional_project(&file)? else {
             return Err(ConfigError::NoProjectFile {
@@ -124,11 +123,19 @@ impl TrustStore {
                 file,
             });
         };
-        let cfg = parse_bytes(&bytes, &file)?;
+        self.add_bytes(dir, &bytes)
+    }
+
+    /// Trusts `dir`'s project file as `bytes` (the content airlock itself just wrote there), not as
+    /// it is read back: a sandbox changing the file meanwhile leaves it untrusted, never trusted.
+    pub fn add_bytes(&mut self, dir: &Path, bytes: &[u8]) -> Result<TrustRecord, ConfigError> {
+        let key = dir_key(dir)?;
+        let file = dir.join(PROJECT_FILE_NAME);
+        let cfg = parse_bytes(bytes, &file)?;
         // Refused at load anyway: better said before the user trusts the file.
         crate::load::check_project_file(&cfg, &file)?;
         let record = TrustRecord {
-            sha256: sha256_hex(&bytes),
+            sha256: sha256_hex(bytes),
             trusted_at: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),

@@ -16,6 +16,7 @@
 //! ```
 
 mod addr;
+pub mod ask;
 mod host;
 pub mod inject;
 mod log;

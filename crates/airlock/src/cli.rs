@@ -229,6 +229,9 @@ pub enum NetworkCommand {
         #[arg(value_name = "HOST[:PORT]")]
         host: String,
     },
+    /// Answer the questions of sandboxes in ask mode ([network] unmatched = "ask"): allow a host
+    /// once, for the session, always (written to the project's config) or deny
+    Monitor(crate::commands::monitor::MonitorArgs),
 }
 
 #[derive(Debug, Subcommand)]

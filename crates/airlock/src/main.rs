@@ -55,6 +55,9 @@ fn main() {
         Some(Command::Network(cli::NetworkCommand::Explain { host })) => {
             commands::config::explain_host(&host)
         }
+        Some(Command::Network(cli::NetworkCommand::Monitor(args))) => {
+            paths().and_then(|p| commands::monitor::run(&p, &args))
+        }
         Some(Command::Doctor(args)) => {
             let rows = commands::config::doctor_rows();
             commands::doctor::doctor(&args, rows)

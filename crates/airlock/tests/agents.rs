@@ -7,9 +7,10 @@ mod common;
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::tmux::Tmux;
 use common::{AIRLOCK, TestHome, report, sandbox_starts, stdout, write};
 
 struct World {
@@ -128,72 +129,6 @@ fn every_shells_snippet_parses() {
     );
 }
 
-/// A tmux server of the test's own, removed when dropped.
-struct Tmux {
-    socket: PathBuf,
-}
-
-impl Tmux {
-    fn start(socket: PathBuf, cwd: &Path, env: &[(&str, String)], shell: &[&str]) -> Tmux {
-        let mut cmd = Command::new("tmux");
-        cmd.arg("-S").arg(&socket).args([
-            "-f",
-            "/dev/null",
-            "new-session",
-            "-d",
-            "-x",
-            "120",
-            "-y",
-            "30",
-            "-c",
-        ]);
-        cmd.arg(cwd).arg("--").arg("env").arg("-i");
-        for (k, v) in env {
-            cmd.arg(format!("{k}={v}"));
-        }
-        cmd.args(shell);
-        let out = cmd.output().expect("tmux");
-        assert!(out.status.success(), "tmux: {}", report(&out));
-        Tmux { socket }
-    }
-
-    fn type_line(&self, line: &str) {
-        let out = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .args(["send-keys", "-t", "0", "-l", line])
-            .output()
-            .expect("tmux send-keys");
-        assert!(out.status.success(), "{}", report(&out));
-        Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .args(["send-keys", "-t", "0", "Enter"])
-            .output()
-            .expect("enter");
-    }
-
-    fn screen(&self) -> String {
-        let out: Output = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .args(["capture-pane", "-p", "-t", "0"])
-            .output()
-            .expect("capture");
-        stdout(&out)
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .arg("kill-server")
-            .output();
-    }
-}
-
 /// In a real interactive `shell` driven through tmux, with the activation line in its startup file:
 /// `claude --resume X` reaches the agent inside a sandbox; `claude-no-airlock` runs it on the host.
 fn typed_in_a_wrapped_shell(shell: &str) {
@@ -279,11 +214,24 @@ fn a_wrapper_whose_airlock_is_gone_fails_closed() {
     let moved = w.h.root.join("old/airlock");
     fs::create_dir_all(moved.parent().unwrap()).unwrap();
     fs::copy(AIRLOCK, &moved).expect("copy airlock");
-    let out = Command::new(&moved)
-        .args(["agent-wrappers", "activate", "bash"])
-        .env("PATH", &w.path)
-        .output()
-        .expect("old airlock");
+    // Another test thread's fork may still hold the copy open for writing (ETXTBSY) until it
+    // execs: try again for a moment.
+    let run = || {
+        Command::new(&moved)
+            .args(["agent-wrappers", "activate", "bash"])
+            .env("PATH", &w.path)
+            .output()
+    };
+    let mut tries = 0;
+    let out = loop {
+        match run() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            result => break result.expect("old airlock"),
+        }
+    };
     fs::remove_file(&moved).unwrap();
     let script = format!("{}\nclaude --resume X\necho rc=$?\n", stdout(&out));
     let out = Command::new("bash")

@@ -75,21 +75,56 @@ fn provider(dir: &Path) -> Option<Provider> {
     let made = openssl(
         dir,
         &[
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-            "/CN=test provider CA", "-keyout", "ca.key", "-out", "ca.pem", "-addext",
-            "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=test provider CA",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign",
         ],
     ) && openssl(
         dir,
         &[
-            "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=api.provider.test", "-keyout",
-            "srv.key", "-out", "srv.csr",
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=api.provider.test",
+            "-keyout",
+            "srv.key",
+            "-out",
+            "srv.csr",
         ],
     ) && openssl(
         dir,
         &[
-            "x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-days", "1", "-out", "srv.pem", "-extfile", "ext",
+            "x509",
+            "-req",
+            "-in",
+            "srv.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-out",
+            "srv.pem",
+            "-extfile",
+            "ext",
         ],
     );
     if !made {
@@ -106,7 +141,9 @@ fn provider(dir: &Path) -> Option<Provider> {
         .spawn()
         .ok()?;
     let mut line = String::new();
-    BufReader::new(child.stdout.take()?).read_line(&mut line).ok()?;
+    BufReader::new(child.stdout.take()?)
+        .read_line(&mut line)
+        .ok()?;
     let port = line.trim().parse().ok()?;
     Some(Provider {
         child,

@@ -107,7 +107,16 @@ async fn handle(client: &mut TcpStream, ctx: &Ctx, entry: &mut Entry) -> Result<
     let decision = ctx.policy.decide(host, port);
     entry.rule = decision.rule.clone();
     if !decision.allowed {
-        return Err(Refusal::denied(host, port, &decision));
+        // Ask mode: only a request no rule matched waits; a deny rule stays a deny.
+        let Some(ask) = cfg.ask.as_ref().filter(|_| decision.rule.is_none()) else {
+            return Err(Refusal::denied(host, port, &decision));
+        };
+        match ask.ask(&host.to_string(), port).await {
+            crate::ask::Outcome::Allowed(how) => {
+                entry.rule = Some(format!("asked: {}", how.as_str()));
+            }
+            crate::ask::Outcome::Denied(why) => return Err(Refusal::asked(host, port, &why)),
+        }
     }
     // A name the policy maps with `resolve` is reached directly, like an address or a NO_PROXY name.
     let upstream = match &cfg.upstream_proxy {

@@ -60,6 +60,8 @@ pub struct ProxyConfig {
     pub upstream_proxy: Option<UpstreamProxy>,
     /// The `[network.credentials]` rules: their hosts' CONNECTs are served with the header set.
     pub injector: Option<Arc<crate::inject::Injector>>,
+    /// Ask mode: requests no rule matches wait for `airlock network monitor`.
+    pub ask: Option<Arc<crate::ask::AskGate>>,
 }
 
 impl Default for ProxyConfig {
@@ -74,6 +76,7 @@ impl Default for ProxyConfig {
             max_connections: 1024,
             upstream_proxy: None,
             injector: None,
+            ask: None,
         }
     }
 }
@@ -174,6 +177,9 @@ pub fn spawn_with(
                 let (sender, writer) = log::start_writer(log_file);
                 match tokio::net::TcpListener::from_std(listener) {
                     Ok(listener) => {
+                        if let Some(ask) = &config.ask {
+                            tokio::spawn(ask.clone().serve());
+                        }
                         let ctx = Arc::new(Ctx {
                             policy,
                             config,

@@ -57,6 +57,21 @@ impl Refusal {
         }
     }
 
+    /// 403 for a host no rule matched, after ask mode's question was denied or not answered.
+    pub(crate) fn asked(host: &Host, port: u16, why: &str) -> Refusal {
+        let target = host.to_authority(port);
+        Refusal {
+            status: 403,
+            reason: format!("no rule allows it; {why}"),
+            body: Some(format!(
+                "airlock: egress to {target} is denied: no rule allows it, and it was {why}.
+To allow it, answer in `airlock network monitor`, or add it under [network] in {CONFIG_FILE}:
+    allow = [\"{host}\"]
+"
+            )),
+        }
+    }
+
     /// 403 for an allowed name whose address is special (loopback, private, metadata, …).
     pub(crate) fn address(host: &Host, port: u16, ip: IpAddr, class: AddressClass) -> Refusal {
         let target = host.to_authority(port);

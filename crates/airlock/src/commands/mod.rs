@@ -10,6 +10,7 @@ pub mod explain;
 pub mod filters;
 pub mod herdr;
 pub mod logs;
+pub mod monitor;
 pub mod overlay;
 pub mod overlay_changes;
 pub mod overrides;

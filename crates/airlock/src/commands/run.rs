@@ -156,10 +156,19 @@ pub fn launch(
             return Err(e);
         }
     };
+    let ask = match super::monitor::gate(paths, &spec) {
+        Ok(ask) => ask,
+        Err(e) => {
+            drop(lease);
+            let _ = session.close(created_now);
+            return Err(e);
+        }
+    };
     let mut gates = EgressGate {
         policy,
         upstream_proxy,
         injector,
+        ask,
         log: spec.egress.as_ref().map(|e| e.log.clone()),
         proxy: None,
         filters,
@@ -399,6 +408,8 @@ struct EgressGate {
     upstream_proxy: Option<airlock_egress::UpstreamProxy>,
     /// `[network.credentials]`: the rules and the session CA, for the proxy.
     injector: Option<std::sync::Arc<airlock_egress::inject::Injector>>,
+    /// Ask mode: the session's socket for `airlock network monitor`.
+    ask: Option<std::sync::Arc<airlock_egress::ask::AskGate>>,
     log: Option<PathBuf>,
     proxy: Option<ProxyHandle>,
     /// The socket filters (herdr's), served once the sandbox is cloned.
@@ -424,6 +435,7 @@ impl native::Gates for EgressGate {
         let config = ProxyConfig {
             upstream_proxy: self.upstream_proxy.take(),
             injector: self.injector.take(),
+            ask: self.ask.take(),
             ..ProxyConfig::for_fd_limit(fd_limit)
         };
         let proxy =
