@@ -116,6 +116,7 @@ impl TrustStore {
     /// The file must exist and be a valid config; the hash and the parse are of the same bytes.
     /// `dir` is stored as given: the caller canonicalises it.
     pub fn add(&mut self, dir: &Path) -> Result<TrustRecord, ConfigError> {
+        dir_key(dir)?;
         let file = dir.join(PROJECT_FILE_NAME);
         let Some(bytes) = read_optional_project(&file)? else {
             return Err(ConfigError::NoProjectFile {
