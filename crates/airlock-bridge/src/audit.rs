@@ -5,17 +5,13 @@
 //! sound bytes and the token have no way in, because no route passes them here.
 
 use std::fmt::Write as _;
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write as _};
-use std::os::unix::fs::OpenOptionsExt as _;
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
-/// The log is rotated past this size: `log` → `log.1` → … → `log.<ROTATED_FILES>` (the oldest
-/// dropped), so a flood cannot fill the disk.
-pub const MAX_LOG_BYTES: u64 = 8 << 20;
-pub const ROTATED_FILES: usize = 3;
+use airlock_config::logfile::{RotatingFile, Rotation};
+
 /// Refused unauthenticated requests are summed into one line at most this often: any local user
 /// can send them, and a line each would let them flood the log.
 pub const UNAUTHENTICATED_EVERY: Duration = Duration::from_secs(10);
@@ -33,18 +29,12 @@ pub enum Outcome {
     Failed(String),
 }
 
-/// The append-only log file (0600), shared by every connection.
+/// The append-only log file (0600), shared by every connection. It rotates past 8 MiB into
+/// `log.1` … `log.3` (the oldest dropped), so a flood cannot fill the disk.
 #[derive(Debug)]
 pub struct AuditLog {
-    file: Mutex<Option<Sink>>,
+    file: Mutex<Option<RotatingFile>>,
     unauthenticated: Mutex<Unauthenticated>,
-}
-
-#[derive(Debug)]
-struct Sink {
-    file: File,
-    path: PathBuf,
-    size: u64,
 }
 
 #[derive(Debug, Default)]
@@ -56,18 +46,8 @@ struct Unauthenticated {
 impl AuditLog {
     /// Opens `path` for appending, creating it 0600.
     pub fn open(path: &Path) -> io::Result<AuditLog> {
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(path)?;
-        let size = file.metadata()?.len();
         Ok(AuditLog {
-            file: Mutex::new(Some(Sink {
-                file,
-                path: path.to_path_buf(),
-                size,
-            })),
+            file: Mutex::new(Some(RotatingFile::open(path, Rotation::default())?)),
             unauthenticated: Mutex::default(),
         })
     }
@@ -147,46 +127,14 @@ impl AuditLog {
             Err(poisoned) => poisoned.into_inner(),
         };
         if let Some(sink) = guard.as_mut() {
-            if sink.size + line.len() as u64 > MAX_LOG_BYTES {
-                sink.rotate();
-            }
             // One write per line, so concurrent decisions never interleave inside a line.
-            if sink.file.write_all(line.as_bytes()).is_ok() {
-                sink.size += line.len() as u64;
-            }
+            let _ = sink.append(line.as_bytes());
         }
     }
 }
 
 /// `value` with control characters, quotes and backslashes escaped, cut to `max` characters (a cut
 /// value ends in `…`). Keeps a hostile value from forging log lines.
-impl Sink {
-    /// `log.<n-1>` → `log.<n>`, …, `log` → `log.1`, then a fresh `log`; on failure the old file
-    /// is kept and written on (a log that cannot rotate still logs).
-    fn rotate(&mut self) {
-        let numbered = |n: usize| {
-            let mut name = self.path.clone().into_os_string();
-            name.push(format!(".{n}"));
-            PathBuf::from(name)
-        };
-        for n in (1..ROTATED_FILES).rev() {
-            let _ = std::fs::rename(numbered(n), numbered(n + 1));
-        }
-        if std::fs::rename(&self.path, numbered(1)).is_err() {
-            return;
-        }
-        if let Ok(file) = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&self.path)
-        {
-            self.file = file;
-            self.size = 0;
-        }
-    }
-}
-
 pub fn clip(value: &str, max: usize) -> String {
     let mut out = String::new();
     for (count, c) in value.chars().enumerate() {
@@ -207,12 +155,17 @@ pub fn clip(value: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use airlock_config::logfile::{
+        DEFAULT_FILES as ROTATED_FILES, DEFAULT_MAX_BYTES as MAX_LOG_BYTES,
+    };
 
     #[test]
     fn the_log_rotates_past_its_cap_keeping_three_old_files() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
-        std::fs::write(&path, vec![b'x'; MAX_LOG_BYTES as usize - 10]).unwrap();
+        let mut full = vec![b'x'; MAX_LOG_BYTES as usize - 10];
+        *full.last_mut().unwrap() = b'\n';
+        std::fs::write(&path, full).unwrap();
         let log = AuditLog::open(&path).unwrap();
         for _ in 0..5 {
             log.record("/open", &Outcome::Ok, &[]);

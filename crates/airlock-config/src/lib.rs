@@ -3,8 +3,8 @@
 //! Owns the TOML schema of `~/.config/airlock/config.toml` and a project's `.airlock.toml`, how the two
 //! (with the global file's matching `[[include]]` files between them) layer into one [`Profile`], the
 //! trust store that decides whether a project file is loaded at all, reading `[sandbox.environment]`
-//! files at launch, and the XDG paths of airlock's state on the host. It does no sandboxing and knows
-//! nothing of backends.
+//! files at launch, the XDG paths of airlock's state on the host, and the rotating line logs kept
+//! there ([`logfile`]). It does no sandboxing and knows nothing of backends.
 
 pub mod credentials;
 mod edit;
@@ -13,6 +13,7 @@ mod error;
 pub mod hostfs;
 mod include;
 mod load;
+pub mod logfile;
 mod mounts;
 mod paths;
 pub mod resources;

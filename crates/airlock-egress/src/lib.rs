@@ -1,9 +1,11 @@
 //! airlock's network egress gate.
 //!
 //! Owns the egress policy (host rules, the `balanced` / `allow-all` / `deny-all` presets, the check of
-//! resolved addresses), the HTTP/1.1 forward proxy with `CONNECT` that enforces it, and the JSON-lines
-//! decision log. It does not create network namespaces or listening sockets: the sandbox backend hands
-//! [`spawn`] a listener and the resolved [`airlock_config::EgressSettings`].
+//! resolved addresses), the HTTP/1.1 forward proxy with `CONNECT` that enforces it, the JSON-lines
+//! decision log and reading it back ([`log`]: filters, stats, time order), and the allowlist
+//! suggested from it ([`suggest`]). It does not create network namespaces or listening sockets:
+//! the sandbox backend hands [`spawn`] a listener and the resolved
+//! [`airlock_config::EgressSettings`].
 //!
 //! ```no_run
 //! # fn demo(settings: &airlock_config::EgressSettings) -> Result<(), Box<dyn std::error::Error>> {
@@ -19,10 +21,11 @@ mod addr;
 pub mod ask;
 mod host;
 pub mod inject;
-mod log;
+pub mod log;
 mod policy;
 pub mod presets;
 mod proxy;
+pub mod suggest;
 
 pub use addr::{AddressClass, classify, local_addresses};
 pub use host::{Host, HostError, parse_authority};

@@ -1,13 +1,14 @@
 //! One client connection: read the head, decide, connect, relay, log.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::time::Instant;
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use crate::log::{LogDecision, LogRecord, LogSender, now_rfc3339};
+use crate::log::writer::LogSender;
+use crate::log::{LogDecision, LogRecord, now_rfc3339};
 
 use super::Ctx;
 use super::forward::forward;
@@ -26,6 +27,8 @@ pub(crate) struct Entry {
     method: String,
     decision: LogDecision,
     rule: Option<String>,
+    /// The HTTP status the client got (0: none yet, or a tunnel).
+    pub(crate) status: AtomicU16,
     pub(crate) up: Arc<AtomicU64>,
     pub(crate) down: Arc<AtomicU64>,
     reason: Option<String>,
@@ -43,6 +46,7 @@ impl Entry {
             method: String::new(),
             decision: LogDecision::Error,
             rule: None,
+            status: AtomicU16::new(0),
             up: Arc::default(),
             down: Arc::default(),
             reason: Some("cut off when the proxy shut down".into()),
@@ -57,6 +61,9 @@ impl Entry {
             LogDecision::Error
         };
         self.reason = Some(refusal.reason.clone());
+        if refusal.status != 0 {
+            self.status.store(refusal.status, Ordering::Relaxed);
+        }
     }
 }
 
@@ -68,6 +75,7 @@ impl Drop for Entry {
             port: self.port,
             method: std::mem::take(&mut self.method),
             decision: self.decision,
+            status: Some(self.status.load(Ordering::Relaxed)).filter(|&s| s != 0),
             rule: self.rule.take(),
             bytes_up: self.up.load(Ordering::Relaxed),
             bytes_down: self.down.load(Ordering::Relaxed),

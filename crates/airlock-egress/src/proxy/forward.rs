@@ -46,6 +46,7 @@ pub(crate) async fn forward(
             ctx.config.max_head_bytes,
             &entry.down,
             &activity,
+            &entry.status,
         );
         // The response may come before the body ends (e.g. 413): it is what the client waits for.
         let (sent, received) = tokio::join!(request, response);
@@ -77,6 +78,7 @@ async fn upgrade(
             &entry.down,
             activity,
             true,
+            &entry.status,
         )
         .await?;
         if last.status != 101 {

@@ -23,6 +23,7 @@ mod tunnel;
 mod upstream;
 mod via;
 
+pub(crate) use reply::{CONFIG_FILE, refused_address};
 pub use via::UpstreamProxy;
 
 use std::io;
@@ -34,7 +35,9 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
-use crate::log::{self, LogSender};
+use airlock_config::logfile::{RotatingFile, Rotation};
+
+use crate::log::writer::{self, Diagnostics, LogSender};
 use crate::policy::EgressPolicy;
 
 pub use head::ACCEPTED_METHODS;
@@ -62,6 +65,8 @@ pub struct ProxyConfig {
     pub injector: Option<Arc<crate::inject::Injector>>,
     /// Ask mode: requests no rule matches wait for `airlock network monitor`.
     pub ask: Option<Arc<crate::ask::AskGate>>,
+    /// When the decision log rotates (8 MiB, 3 old files kept; tests make it small).
+    pub log_rotation: Rotation,
 }
 
 impl Default for ProxyConfig {
@@ -77,6 +82,7 @@ impl Default for ProxyConfig {
             upstream_proxy: None,
             injector: None,
             ask: None,
+            log_rotation: Rotation::default(),
         }
     }
 }
@@ -148,14 +154,15 @@ pub fn spawn(
     spawn_with(listener, policy, log, ProxyConfig::default())
 }
 
-/// [`spawn`] with explicit limits and timeouts.
+/// [`spawn`] with explicit limits and timeouts. The proxy's own diagnostics go to stderr and to
+/// `internal/egress.log` in the decision log's directory.
 pub fn spawn_with(
     listener: std::net::TcpListener,
     policy: EgressPolicy,
     log: PathBuf,
     config: ProxyConfig,
 ) -> io::Result<ProxyHandle> {
-    let log_file = log::open(&log).map_err(|e| {
+    let log_file = RotatingFile::open(&log, config.log_rotation).map_err(|e| {
         io::Error::new(
             e.kind(),
             format!(
@@ -164,6 +171,9 @@ pub fn spawn_with(
             ),
         )
     })?;
+    let diagnostics = Arc::new(Diagnostics::open(
+        &log.with_file_name("internal").join("egress.log"),
+    ));
     let local_addr = listener.local_addr()?;
     listener.set_nonblocking(true)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -174,7 +184,7 @@ pub fn spawn_with(
         .name("airlock-egress".into())
         .spawn(move || {
             runtime.block_on(async move {
-                let (sender, writer) = log::start_writer(log_file);
+                let (sender, writer) = writer::start_writer(log_file, diagnostics.clone());
                 match tokio::net::TcpListener::from_std(listener) {
                     Ok(listener) => {
                         if let Some(ask) = &config.ask {
@@ -184,10 +194,13 @@ pub fn spawn_with(
                             policy,
                             config,
                             log: sender,
+                            diagnostics,
                         });
                         serve(listener, ctx, stop_rx).await;
                     }
-                    Err(e) => eprintln!("airlock: the egress proxy cannot use its listener: {e}"),
+                    Err(e) => {
+                        diagnostics.note(&format!("the egress proxy cannot use its listener: {e}"));
+                    }
                 }
                 let _ = writer.await;
             });
@@ -204,6 +217,7 @@ pub(crate) struct Ctx {
     pub(crate) policy: EgressPolicy,
     pub(crate) config: ProxyConfig,
     pub(crate) log: LogSender,
+    pub(crate) diagnostics: Arc<Diagnostics>,
 }
 
 async fn serve(listener: tokio::net::TcpListener, ctx: Arc<Ctx>, mut stop: oneshot::Receiver<()>) {
@@ -220,7 +234,8 @@ async fn serve(listener: tokio::net::TcpListener, ctx: Arc<Ctx>, mut stop: onesh
                 Ok(_) => {} // over the limit: dropping the stream closes it
                 Err(e) => {
                     // EMFILE and friends: back off briefly instead of spinning.
-                    eprintln!("airlock: the egress proxy cannot accept a connection: {e}");
+                    ctx.diagnostics
+                        .note(&format!("the egress proxy cannot accept a connection: {e}"));
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },

@@ -6,7 +6,7 @@ use crate::addr::AddressClass;
 use crate::host::Host;
 use crate::policy::Decision;
 
-const CONFIG_FILE: &str = "~/.config/airlock/config.toml";
+pub(crate) const CONFIG_FILE: &str = "~/.config/airlock/config.toml";
 
 /// A request the proxy answers itself instead of forwarding.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +75,7 @@ To allow it, answer in `airlock network monitor`, or add it under [network] in {
     /// 403 for an allowed name whose address is special (loopback, private, metadata, …).
     pub(crate) fn address(host: &Host, port: u16, ip: IpAddr, class: AddressClass) -> Refusal {
         let target = host.to_authority(port);
-        let reason = format!("{host} resolves to {ip}, which is {class}");
+        let reason = address_reason(host, ip, class);
         let fix = match class {
             AddressClass::Denied => "That address is denied by a rule.\n".to_owned(),
             AddressClass::CloudMetadata => format!(
@@ -126,6 +126,18 @@ To allow it, answer in `airlock network monitor`, or add it under [network] in {
     }
 }
 
+/// The decision log's reason for an address the check refused. [`refused_address`] reads it back.
+fn address_reason(host: &Host, ip: IpAddr, class: AddressClass) -> String {
+    format!("{host} resolves to {ip}, which is {class}")
+}
+
+/// The address in a reason [`address_reason`] wrote, if `reason` is one.
+pub(crate) fn refused_address(reason: &str) -> Option<IpAddr> {
+    let (_, rest) = reason.split_once(" resolves to ")?;
+    let (ip, _) = rest.split_once(", which is ")?;
+    ip.parse().ok()
+}
+
 fn status_text(status: u16) -> &'static str {
     match status {
         400 => "Bad Request",
@@ -164,6 +176,22 @@ mod tests {
             head.contains(&format!("Content-Length: {}", body.len())),
             "{text}"
         );
+    }
+
+    #[test]
+    fn an_address_refusal_reads_back_its_address() {
+        let host = Host::parse("db.example").unwrap();
+        for ip in ["10.0.0.5", "::1"] {
+            let ip: IpAddr = ip.parse().unwrap();
+            let refusal = Refusal::address(&host, 443, ip, AddressClass::Private);
+            assert_eq!(
+                refused_address(&refusal.reason),
+                Some(ip),
+                "{}",
+                refusal.reason
+            );
+        }
+        assert_eq!(refused_address("no rule allows it"), None);
     }
 
     #[test]

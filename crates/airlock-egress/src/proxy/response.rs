@@ -4,7 +4,7 @@
 
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
@@ -16,15 +16,16 @@ use super::tunnel::Activity;
 pub(crate) const MAX_RESPONSE_HEADERS: usize = 256;
 
 /// Relays the response: heads rewritten, the rest relayed. An upstream that does not speak HTTP/1.x
-/// gets the client a 502.
+/// gets the client a 502. `status` gets the final status the client was sent.
 pub(crate) async fn relay(
     upstream: &mut ReadHalf<'_>,
     client: &mut WriteHalf<'_>,
     max_head: usize,
     down: &Arc<AtomicU64>,
     activity: &Activity,
+    status: &AtomicU16,
 ) -> io::Result<u64> {
-    let last = relay_heads(upstream, client, max_head, down, activity, false).await?;
+    let last = relay_heads(upstream, client, max_head, down, activity, false, status).await?;
     relay_rest(upstream, client, &last.pending, down, activity).await
 }
 
@@ -35,7 +36,8 @@ pub(crate) struct FinalHead {
 }
 
 /// Passes the upstream's response heads to the client, rewritten, through the final one: the first
-/// that is not `1xx`, or a `101` when `upgrade` (the client asked to switch protocols).
+/// that is not `1xx`, or a `101` when `upgrade` (the client asked to switch protocols). `status`
+/// gets the final head's status, or 502 when the proxy answers instead.
 pub(crate) async fn relay_heads(
     upstream: &mut ReadHalf<'_>,
     client: &mut WriteHalf<'_>,
@@ -43,6 +45,7 @@ pub(crate) async fn relay_heads(
     down: &Arc<AtomicU64>,
     activity: &Activity,
     upgrade: bool,
+    status: &AtomicU16,
 ) -> io::Result<FinalHead> {
     let mut pending = Vec::with_capacity(8 * 1024);
     loop {
@@ -51,25 +54,29 @@ pub(crate) async fn relay_heads(
                 break end + 4;
             }
             if pending.len() >= max_head {
-                return bad_gateway(client, "a response head over the size limit").await;
+                return bad_gateway(client, "a response head over the size limit", status).await;
             }
             let mut chunk = [0u8; 8 * 1024];
             let n = upstream.read(&mut chunk).await?;
             if n == 0 {
-                return bad_gateway(client, "no response (the connection closed)").await;
+                return bad_gateway(client, "no response (the connection closed)", status).await;
             }
             activity.touch();
             pending.extend_from_slice(&chunk[..n]);
         };
-        let Some((status, head)) = rewrite(&pending[..end], upgrade) else {
-            return bad_gateway(client, "an invalid response head").await;
+        let Some((code, head)) = rewrite(&pending[..end], upgrade) else {
+            return bad_gateway(client, "an invalid response head", status).await;
         };
         client.write_all(&head).await?;
         down.fetch_add(head.len() as u64, Ordering::Relaxed);
         pending.drain(..end);
         // 1xx heads (100 Continue, 103 Early Hints) are followed by the real one.
-        if !(100..200).contains(&status) || (upgrade && status == 101) {
-            return Ok(FinalHead { status, pending });
+        if !(100..200).contains(&code) || (upgrade && code == 101) {
+            status.store(code, Ordering::Relaxed);
+            return Ok(FinalHead {
+                status: code,
+                pending,
+            });
         }
     }
 }
@@ -88,7 +95,12 @@ pub(crate) async fn relay_rest(
     Ok(rest + pending.len() as u64)
 }
 
-async fn bad_gateway<T>(client: &mut WriteHalf<'_>, what: &str) -> io::Result<T> {
+async fn bad_gateway<T>(
+    client: &mut WriteHalf<'_>,
+    what: &str,
+    status: &AtomicU16,
+) -> io::Result<T> {
+    status.store(502, Ordering::Relaxed);
     let body = format!("airlock egress proxy: the upstream server sent {what}\n");
     let response = format!(
         "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",

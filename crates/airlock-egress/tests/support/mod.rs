@@ -105,6 +105,21 @@ impl Proxy {
     }
 }
 
+impl Proxy {
+    /// Waits until a record for `host` is in the log (the current file).
+    pub fn wait_until_logged(&self, host: &str) {
+        let start = Instant::now();
+        let needle = format!("\"host\":\"{host}\"");
+        while !std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .contains(&needle)
+        {
+            assert!(start.elapsed() < DEADLINE, "{host} was never logged");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
 pub fn read_log(path: &std::path::Path) -> Vec<LogRecord> {
     std::fs::read_to_string(path)
         .unwrap_or_default()

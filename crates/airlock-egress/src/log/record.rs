@@ -1,18 +1,13 @@
-//! The decision log: one JSON object per line, appended by a single writer task.
+//! One line of the decision log, and the times it carries.
 //!
 //! Fields (a public contract, see `docs/network.md`): `time` (RFC 3339, UTC, milliseconds), `host`,
-//! `port`, `method`, `decision` (`allowed` / `denied` / `error`), `rule`, `bytes_up`, `bytes_down`,
-//! `duration_ms`, and `reason` for denials and errors. Never bodies, paths, query strings or header
-//! values, so no credential can reach the file.
+//! `port`, `method`, `decision` (`allowed` / `denied` / `error`), `status`, `rule`, `bytes_up`,
+//! `bytes_down`, `duration_ms`, `reason` for denials and errors, `via`. Never bodies, paths, query
+//! strings or header values, so no credential can reach the file.
 
-use std::fs::OpenOptions;
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
 
 /// What happened to one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,6 +22,13 @@ pub enum LogDecision {
 }
 
 impl LogDecision {
+    /// Every decision, in the order they are shown.
+    pub const ALL: [LogDecision; 3] = [
+        LogDecision::Allowed,
+        LogDecision::Denied,
+        LogDecision::Error,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             LogDecision::Allowed => "allowed",
@@ -47,6 +49,11 @@ pub struct LogRecord {
     /// `CONNECT`, `GET`, …; empty when the request line could not be read.
     pub method: String,
     pub decision: LogDecision,
+    /// The HTTP status the client got: the upstream's for a forwarded plain-HTTP request, the
+    /// proxy's own for a refusal; `None` for an established CONNECT tunnel (the proxy never sees
+    /// the status inside it) and for a client that closed before any answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
     /// The rule that decided, as written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
@@ -62,58 +69,26 @@ pub struct LogRecord {
     pub via: Option<String>,
 }
 
-/// The sending side, cloned into every connection task.
-#[derive(Clone)]
-pub(crate) struct LogSender(mpsc::UnboundedSender<LogRecord>);
-
-impl LogSender {
-    pub(crate) fn send(&self, record: LogRecord) {
-        // The writer outlives every connection task; a send after it stopped has nowhere to go.
-        let _ = self.0.send(record);
-    }
-}
-
-/// Opens (creating it and its directory) the log for appending, mode 0600.
-pub(crate) fn open(path: &Path) -> io::Result<std::fs::File> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
-}
-
-/// Starts the writer task on the current runtime. It drains what is queued, writes it in one go,
-/// and ends (having flushed) once every sender is dropped.
-pub(crate) fn start_writer(mut file: std::fs::File) -> (LogSender, tokio::task::JoinHandle<()>) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<LogRecord>();
-    let task = tokio::spawn(async move {
-        let mut batch = Vec::new();
-        while rx.recv_many(&mut batch, 256).await > 0 {
-            let mut buf = Vec::new();
-            for record in batch.drain(..) {
-                if serde_json::to_writer(&mut buf, &record).is_ok() {
-                    buf.push(b'\n');
-                }
-            }
-            // Local appends of a few hundred bytes; an error (disk full) must not stop the proxy.
-            if let Err(e) = file.write_all(&buf) {
-                eprintln!("airlock: cannot append to the network decision log: {e}");
-            }
-        }
-        let _ = file.flush();
-    });
-    (LogSender(tx), task)
-}
-
 /// Now as RFC 3339 UTC with milliseconds.
 pub fn now_rfc3339() -> String {
     let since = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     rfc3339_from_unix_millis(since.as_millis() as i64)
+}
+
+/// Unix milliseconds of an RFC 3339 UTC time such as a record's `time`.
+pub fn unix_millis_from_rfc3339(text: &str) -> Option<i64> {
+    let time = humantime::parse_rfc3339(text).ok()?;
+    Some(unix_millis(time))
+}
+
+/// Unix milliseconds of `time` (negative before 1970).
+pub fn unix_millis(time: SystemTime) -> i64 {
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(after) => i64::try_from(after.as_millis()).unwrap_or(i64::MAX),
+        Err(before) => -i64::try_from(before.duration().as_millis()).unwrap_or(i64::MAX),
+    }
 }
 
 /// Formats unix milliseconds as `YYYY-MM-DDTHH:MM:SS.mmmZ` (proleptic Gregorian, UTC).
@@ -143,6 +118,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn parses_what_it_formats() {
+        for ms in [0, 1_796_000_554_123, 951_782_400_000] {
+            let text = rfc3339_from_unix_millis(ms);
+            assert_eq!(unix_millis_from_rfc3339(&text), Some(ms), "{text}");
+        }
+        assert_eq!(unix_millis_from_rfc3339("2026-11-29"), None);
+    }
+
+    #[test]
     fn formats_rfc3339() {
         assert_eq!(rfc3339_from_unix_millis(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(
@@ -163,6 +147,7 @@ mod tests {
             port: 443,
             method: "CONNECT".into(),
             decision: LogDecision::Denied,
+            status: Some(403),
             rule: None,
             bytes_up: 0,
             bytes_down: 0,
@@ -172,7 +157,10 @@ mod tests {
         };
         let line = serde_json::to_string(&r).unwrap();
         assert!(!line.contains("\"rule\""), "{line}");
-        assert!(line.contains("\"decision\":\"denied\""), "{line}");
+        assert!(
+            line.contains("\"decision\":\"denied\",\"status\":403"),
+            "{line}"
+        );
         assert_eq!(serde_json::from_str::<LogRecord>(&line).unwrap(), r);
     }
 }
