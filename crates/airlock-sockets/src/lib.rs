@@ -9,7 +9,7 @@
 //! - [`serve`]: the accept loop on its own thread, one thread per connection up to a cap, each
 //!   connection handed to the filter with a deadline.
 //! - [`DecisionLog`]: one line per request in `<state root>/logs/internal/<filter>.log`: method,
-//!   decision, reason, never a value the request carried.
+//!   decision, reason, never a value the request carried; [`InternalLogs`] reads them back.
 //! - [`read_line`]: one newline-terminated request with a size cap and a deadline.
 //! - [`strict`]: one JSON object, duplicate keys refused at every depth, nesting capped.
 //!
@@ -31,4 +31,4 @@ pub mod strict;
 
 pub use lifecycle::{Filter, SessionSockets, serve};
 pub use line::{LineError, read_line};
-pub use log::{Decision, DecisionLog};
+pub use log::{Decision, DecisionLog, InternalLine, InternalLogs};

@@ -47,13 +47,15 @@ pub enum Command {
     /// The herdr plugin's entry points (run by herdr-plugin.toml; see docs/herdr-plugin.md)
     #[command(subcommand)]
     Herdr(crate::commands::herdr::HerdrCommand),
-    /// Show a sandbox's logs, e.g. the egress proxy's decisions (`logs network`)
+    /// Show a sandbox's logs: the egress proxy's decisions (`logs network`), the socket filters'
+    /// (`logs internal`)
     #[command(subcommand)]
     Logs(crate::commands::logs::LogsCommand),
     /// The tool catalog: which tools this machine has and what they bring into the sandbox
     #[command(subcommand)]
     Tools(crate::commands::tools::ToolsCommand),
-    /// The egress policy: which rule allows or denies a host (`network explain HOST`)
+    /// The egress policy: which rule allows or denies a host (`network explain HOST`), answers to
+    /// ask mode (`network monitor`), the rules a sandbox's log asks for (`network suggest`)
     #[command(subcommand)]
     Network(NetworkCommand),
     /// Shell functions that run your agents in airlock by default (`agent-wrappers activate`)
@@ -232,6 +234,8 @@ pub enum NetworkCommand {
     /// Answer the questions of sandboxes in ask mode ([network] unmatched = "ask"): allow a host
     /// once, for the session, always (written to the project's config) or deny
     Monitor(crate::commands::monitor::MonitorArgs),
+    /// Print allow rules for the hosts a sandbox's network log names, as TOML for [network]
+    Suggest(crate::commands::suggest::SuggestArgs),
 }
 
 #[derive(Debug, Subcommand)]

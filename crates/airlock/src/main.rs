@@ -58,6 +58,9 @@ fn main() {
         Some(Command::Network(cli::NetworkCommand::Monitor(args))) => {
             paths().and_then(|p| commands::monitor::run(&p, &args))
         }
+        Some(Command::Network(cli::NetworkCommand::Suggest(args))) => {
+            paths().and_then(|p| commands::suggest::run(&p, &args))
+        }
         Some(Command::Doctor(args)) => {
             let rows = commands::config::doctor_rows();
             commands::doctor::doctor(&args, rows)

@@ -3,35 +3,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
 
-use common::egress::{World, sandbox_available};
+use common::egress::{World, http_server, sandbox_available};
 use common::report as out;
-
-/// A tiny HTTP/1.1 server on 127.0.0.1 answering every request with `body`.
-fn http_server(body: &'static str) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let mut reader = BufReader::new(stream);
-            let mut line = String::new();
-            while reader.read_line(&mut line).map(|n| n > 2).unwrap_or(false) {
-                line.clear();
-            }
-            let mut stream = reader.into_inner();
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    port
-}
 
 #[test]
 fn allowed_host_passes_and_denied_host_gets_403_with_a_log_line() {

@@ -47,7 +47,7 @@ pub fn run(command: ConfigCommand) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn load_for_cwd(paths: &XdgPaths) -> anyhow::Result<(PathBuf, LoadedConfig)> {
+pub(crate) fn load_for_cwd(paths: &XdgPaths) -> anyhow::Result<(PathBuf, LoadedConfig)> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
     let home = std::fs::canonicalize(&paths.home).unwrap_or_else(|_| paths.home.clone());

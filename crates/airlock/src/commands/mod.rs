@@ -17,6 +17,7 @@ pub mod overrides;
 pub mod run;
 pub mod sandboxes;
 pub mod scratchpad;
+pub mod suggest;
 pub mod tools;
 pub mod trust;
 pub mod worktree;

@@ -2,6 +2,8 @@
 //! proxy-mode sandbox, and the decision log.
 
 use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
 use std::ops::Deref;
 use std::path::Path;
 use std::process::Output;
@@ -62,4 +64,32 @@ pub fn sandbox_available() -> bool {
         return false;
     }
     true
+}
+
+/// A tiny HTTP/1.1 server on 127.0.0.1 answering every request with `200 OK` and `body`.
+pub fn http_server(body: &'static str) -> u16 {
+    http_server_with("200 OK", body)
+}
+
+/// A tiny HTTP/1.1 server on 127.0.0.1 answering every request with `status` (`418 I'm a teapot`)
+/// and `body`.
+pub fn http_server_with(status: &'static str, body: &'static str) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream);
+            let mut line = String::new();
+            while reader.read_line(&mut line).map(|n| n > 2).unwrap_or(false) {
+                line.clear();
+            }
+            let mut stream = reader.into_inner();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
 }

@@ -1,11 +1,15 @@
-//! The decision log of a filter: `<state root>/logs/internal/<filter>.log`.
+//! The decision log of a filter: `<state root>/logs/internal/<filter>.log`, rotated like every
+//! airlock log (8 MiB, 3 old files kept); and reading those logs back ([`InternalLogs`]).
 
-use std::fs;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+mod read;
+
+pub use read::{InternalLine, InternalLogs};
+
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use airlock_config::logfile::{RotatingFile, Rotation};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
@@ -17,25 +21,21 @@ pub enum Decision {
 /// and a fixed reason, never a value from the request, so nothing the sandbox sent (a session id,
 /// a path, text) reaches the log.
 pub struct DecisionLog {
-    file: Option<Mutex<fs::File>>,
+    file: Option<Mutex<RotatingFile>>,
 }
 
 impl DecisionLog {
-    /// Appends to `<state_root>/logs/internal/<name>.log` (0600); a log that cannot be opened
-    /// logs nothing (the filter still decides).
+    /// Appends to `<state_root>/logs/internal/<name>.log` (0600, never through a symlink); a log
+    /// that cannot be opened logs nothing (the filter still decides).
     pub fn open(state_root: &Path, name: &str) -> DecisionLog {
-        let dir = state_root.join("logs").join("internal");
-        let file = fs::create_dir_all(&dir).ok().and_then(|()| {
-            fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(dir.join(format!("{name}.log")))
-                .ok()
-        });
+        let path = state_root
+            .join("logs")
+            .join("internal")
+            .join(format!("{name}.log"));
         DecisionLog {
-            file: file.map(Mutex::new),
+            file: RotatingFile::open(&path, Rotation::default())
+                .ok()
+                .map(Mutex::new),
         }
     }
 
@@ -62,7 +62,7 @@ impl DecisionLog {
             .map(|c| if c.is_ascii_graphic() { c } else { '?' })
             .collect();
         if let Ok(mut f) = file.lock() {
-            let _ = writeln!(f, "{ms} {method} {verdict} {reason}");
+            let _ = f.append(format!("{ms} {method} {verdict} {reason}\n").as_bytes());
         }
     }
 }
