@@ -4,6 +4,7 @@
 
 pub mod egress;
 pub mod modes;
+pub mod netlog;
 pub mod tmux;
 
 use std::fs;
