@@ -35,7 +35,10 @@ pub struct SandboxInfo {
     pub oom_killed: bool,
 }
 
-pub(super) fn serialize_unix_secs<S: Serializer>(time: &Option<SystemTime>, s: S) -> Result<S::Ok, S::Error> {
+pub(super) fn serialize_unix_secs<S: Serializer>(
+    time: &Option<SystemTime>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     match time {
         Some(t) => s.serialize_some(&unix_secs(*t)),
         None => s.serialize_none(),

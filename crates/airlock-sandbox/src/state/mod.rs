@@ -38,13 +38,13 @@ use sha2::{Digest, Sha256};
 /// memory limit; removed when the next session starts.
 pub const OOM_MARKER: &str = "oom-killed";
 
-pub use files::{disk_usage, remove_tree};
 use files::{
     create_private_dir, create_private_dir_all, remove_file_if_present, touch, write_new_file,
 };
+pub use files::{disk_usage, remove_tree};
 pub use inventory::{
-    IdleLock, ListOptions, PruneAction, PruneOptions, PruneResult, SandboxInfo, lock_idle, list,
-    list_with, prune,
+    IdleLock, ListOptions, PruneAction, PruneOptions, PruneResult, SandboxInfo, list, list_with,
+    lock_idle, prune,
 };
 use locks::{count_live_sessions, create_session_file, flock, open_name_lock, try_flock};
 pub use prepare::{OverlayLease, lease_overlays, prepare};
