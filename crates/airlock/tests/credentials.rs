@@ -218,9 +218,12 @@ fn the_real_key_reaches_the_server_and_never_the_sandbox() {
     let log = w.log();
     let text = serde_json::to_string(&log).unwrap();
     assert!(!text.contains(SECRET), "{text}");
+    // The log names the rule applied (never its value) and the status inside the TLS it ended.
     assert!(
-        log.iter()
-            .any(|l| l["host"] == "api.provider.test" && l["decision"] == "allowed"),
+        log.iter().any(|l| l["host"] == "api.provider.test"
+            && l["decision"] == "allowed"
+            && l["credentials"] == serde_json::json!(["provider"])
+            && l["status"] == 200),
         "{text}"
     );
     let stored = fs::read_dir(w.sandboxes())

@@ -158,6 +158,7 @@ pub(crate) mod tests {
             duration_ms: 0,
             reason: None,
             via: None,
+            credentials: Vec::new(),
         }
     }
 

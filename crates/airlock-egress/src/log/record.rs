@@ -67,6 +67,10 @@ pub struct LogRecord {
     /// The upstream proxy (`host:port`) the connection went through, when one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// The `[network.credentials]` rules whose header the proxy set on a request of this
+    /// connection (names only, never a value).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<String>,
 }
 
 /// Now as RFC 3339 UTC with milliseconds.
@@ -154,6 +158,7 @@ mod tests {
             duration_ms: 1,
             reason: Some("no rule allows it".into()),
             via: None,
+            credentials: Vec::new(),
         };
         let line = serde_json::to_string(&r).unwrap();
         assert!(!line.contains("\"rule\""), "{line}");

@@ -33,6 +33,8 @@ pub(crate) struct Entry {
     pub(crate) down: Arc<AtomicU64>,
     reason: Option<String>,
     pub(crate) via: Option<String>,
+    /// The credential rules applied on this connection (`proxy::injected`).
+    pub(crate) credentials: std::sync::Mutex<Vec<String>>,
 }
 
 impl Entry {
@@ -51,6 +53,7 @@ impl Entry {
             down: Arc::default(),
             reason: Some("cut off when the proxy shut down".into()),
             via: None,
+            credentials: std::sync::Mutex::default(),
         }
     }
 
@@ -82,6 +85,11 @@ impl Drop for Entry {
             duration_ms: self.start.elapsed().as_millis() as u64,
             reason: self.reason.take(),
             via: self.via.take(),
+            credentials: std::mem::take(
+                self.credentials
+                    .get_mut()
+                    .unwrap_or_else(|e| e.into_inner()),
+            ),
         });
     }
 }

@@ -62,71 +62,96 @@ pub(crate) async fn serve(
         )
     })?;
     let activity = Activity::new();
-    let relayed =
-        with_idle_timeout(&activity, ctx.config.idle_timeout, async {
-            client
-                .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                .await?;
-            let config = injector
-                .ca()
-                .server_config(host)
-                .map_err(io::Error::other)?;
-            let counted = Counted {
-                inner: client,
-                up: &entry.up,
-                down: &entry.down,
-                activity: &activity,
-            };
-            let tls = tokio_rustls::TlsAcceptor::from(config)
-                .accept(counted)
-                .await
-                .map_err(|e| {
-                    io::Error::other(format!(
-                        "the client refused airlock's certificate for {host} ({e}): it pins \
+    let relayed = with_idle_timeout(&activity, ctx.config.idle_timeout, async {
+        client
+            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .await?;
+        let config = injector
+            .ca()
+            .server_config(host)
+            .map_err(io::Error::other)?;
+        let counted = Counted {
+            inner: client,
+            up: &entry.up,
+            down: &entry.down,
+            activity: &activity,
+        };
+        let tls = tokio_rustls::TlsAcceptor::from(config)
+            .accept(counted)
+            .await
+            .map_err(|e| {
+                io::Error::other(format!(
+                    "the client refused airlock's certificate for {host} ({e}): it pins \
                      certificates or does not read SSL_CERT_FILE / NODE_EXTRA_CA_CERTS"
-                    ))
-                })?;
-            let (sender, connection) =
-                hyper::client::conn::http1::handshake(TokioIo::new(upstream))
-                    .await
-                    .map_err(io::Error::other)?;
-            let driver = tokio::spawn(connection);
-            let sender = Arc::new(Mutex::new(sender));
-            let service = hyper::service::service_fn(|request: Request<Incoming>| {
-                let sender = sender.clone();
-                async move {
-                    Ok::<_, std::convert::Infallible>(one(request, host, injector, &sender).await)
-                }
-            });
-            let served = hyper::server::conn::http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(tls), service)
-                .await;
-            driver.abort();
-            served.map_err(io::Error::other)
-        })
-        .await;
+                ))
+            })?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(upstream))
+            .await
+            .map_err(io::Error::other)?;
+        let driver = tokio::spawn(connection);
+        let sender = Arc::new(Mutex::new(sender));
+        let service = hyper::service::service_fn(|request: Request<Incoming>| {
+            let sender = sender.clone();
+            async move {
+                Ok::<_, std::convert::Infallible>(
+                    one(request, host, injector, &sender, entry).await,
+                )
+            }
+        });
+        let served = hyper::server::conn::http1::Builder::new()
+            .keep_alive(true)
+            .serve_connection(TokioIo::new(tls), service)
+            .await;
+        driver.abort();
+        served.map_err(io::Error::other)
+    })
+    .await;
     Ok(relayed)
 }
 
-/// One request: the rules applied, sent on, the answer relayed. A rule whose value cannot be
-/// read answers 502 naming it, and nothing is sent upstream.
+/// One request: the rules applied, sent on, the answer relayed; the log entry learns which rules
+/// were applied and the answer's status.
 async fn one(
+    request: Request<Incoming>,
+    host: &str,
+    injector: &Injector,
+    sender: &Mutex<hyper::client::conn::http1::SendRequest<Incoming>>,
+    entry: &Entry,
+) -> Response<Body> {
+    let response = send(request, host, injector, sender, entry).await;
+    entry
+        .status
+        .store(response.status().as_u16(), Ordering::Relaxed);
+    response
+}
+
+/// A rule whose value cannot be read answers 502 naming it, and nothing is sent upstream.
+async fn send(
     mut request: Request<Incoming>,
     host: &str,
     injector: &Injector,
     sender: &Mutex<hyper::client::conn::http1::SendRequest<Incoming>>,
+    entry: &Entry,
 ) -> Response<Body> {
     for rule in injector.rules_for(host) {
-        if let Err(why) = rule.apply(request.headers_mut()) {
-            return text(
-                StatusCode::BAD_GATEWAY,
-                format!(
-                    "airlock: the credential of [network.credentials.{}] could not be read on the \
-                     host: {why}\n",
-                    rule.name
-                ),
-            );
+        match rule.apply(request.headers_mut()) {
+            Ok(true) => {
+                let mut names = entry.credentials.lock().unwrap_or_else(|e| e.into_inner());
+                if !names.contains(&rule.name) {
+                    names.push(rule.name.clone());
+                }
+            }
+            Ok(false) => {}
+            Err(why) => {
+                return text(
+                    StatusCode::BAD_GATEWAY,
+                    format!(
+                        "airlock: the credential of [network.credentials.{}] could not be read \
+                         on the host: {why}\n",
+                        rule.name
+                    ),
+                );
+            }
         }
     }
     let mut sender = sender.lock().await;
