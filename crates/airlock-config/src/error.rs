@@ -151,6 +151,41 @@ pub enum ConfigError {
         expected: String,
     },
 
+    /// A `[[network.ports]]` entry without one of its keys.
+    #[error(
+        "{}: [[network.ports]] #{entry} has no `{key}`; write {form}",
+        path.display(),
+        form = crate::ports::PORT_FORM
+    )]
+    PortMissing {
+        path: PathBuf,
+        /// The entry's number in the file, from 1.
+        entry: usize,
+        key: &'static str,
+    },
+
+    /// A `[[network.ports]]` value that is not of its key's form.
+    #[error(
+        "{}: [[network.ports]] #{entry}: {key} = {value} is not valid; expected {expected} ({form})",
+        path.display(),
+        form = crate::ports::PORT_FORM
+    )]
+    PortValue {
+        path: PathBuf,
+        entry: usize,
+        key: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+
+    /// Two `[[network.ports]]` entries (of one file or two) that cannot both be forwarded.
+    #[error("{rule} clashes with {other}: {why}; remove one of them or choose another port")]
+    PortClash {
+        rule: String,
+        other: String,
+        why: String,
+    },
+
     /// A host-only section (read by host daemons) in a project file.
     #[error(
         "{}: {section} is a host setting and is honoured only in the global config; move it to \

@@ -16,6 +16,7 @@ mod load;
 pub mod logfile;
 mod mounts;
 mod paths;
+pub mod ports;
 pub mod resources;
 mod schema;
 mod template;

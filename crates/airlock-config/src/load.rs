@@ -106,6 +106,7 @@ impl ConfigFile {
                 value: secs,
             });
         }
+        crate::ports::check(origin, &self.network.ports)?;
         crate::environment::validate(self, origin)?;
         crate::include::validate(self, origin)?;
         Ok(())
@@ -254,6 +255,7 @@ impl Profile {
         if let Some(secs) = n.ask_timeout {
             e.ask_timeout = secs;
         }
+        crate::ports::layer(&mut self.ports, origin, &n.ports);
     }
 }
 
@@ -381,6 +383,7 @@ fn load_layers(
     crate::environment::check_passthrough(&layers)?;
     let profile = Profile::layer_all(global, &includes, project_layer);
     crate::credentials::check_overlaps(&profile.credentials)?;
+    crate::ports::check_layers(&profile.ports)?;
     Ok(LoadedConfig {
         profile,
         global: global_cfg.map(|_| global_path),

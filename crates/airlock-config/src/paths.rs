@@ -101,6 +101,12 @@ impl XdgPaths {
         self.state_dir().join("locks")
     }
 
+    /// Supervisors' control sockets and session records (`airlock forward`, `airlock sessions`):
+    /// `<state_dir>/run`, host-only (0700, never mounted into a sandbox).
+    pub fn run_dir(&self) -> PathBuf {
+        self.state_dir().join("run")
+    }
+
     /// Shared temporary files: `$XDG_CACHE_HOME/airlock`.
     pub fn cache_dir(&self) -> PathBuf {
         self.cache_home.join("airlock")

@@ -211,6 +211,10 @@ pub struct Profile {
     pub resources: crate::resources::Resources,
     /// `[network.credentials]`, by name (global config and includes only).
     pub credentials: crate::credentials::CredentialMap,
+    /// `[[network.ports]]` of every file, global first; an entry the same as an earlier one
+    /// counts once.
+    #[serde(default)]
+    pub ports: Vec<crate::ports::PortRule>,
 }
 
 impl Default for Profile {
@@ -231,6 +235,7 @@ impl Default for Profile {
             tools: BTreeMap::new(),
             resources: crate::resources::Resources::default(),
             credentials: Default::default(),
+            ports: Vec::new(),
         }
     }
 }
@@ -267,6 +272,9 @@ pub struct NetworkSection {
     /// `[network.credentials.<name>]`: secrets the proxy adds at the edge (global config only).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub credentials: BTreeMap<String, crate::credentials::CredentialEntry>,
+    /// `[[network.ports]]`: forwards between the host's loopback and the sandbox's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<crate::ports::PortEntry>,
 }
 
 /// What a request no rule matches gets.

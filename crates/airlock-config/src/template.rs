@@ -124,6 +124,15 @@ const INIT_TEMPLATE: &str = r#"# airlock configuration.
 # only; docs/network.md). E.g. the agent's API key, read from the host's ANTHROPIC_API_KEY:
 # [network.credentials.claude]
 # preset = "anthropic"
+# Port forwards between the host's loopback and the sandbox's (docs/network.md, "Ports and OAuth
+# callbacks"). direction = "in": a server the sandbox runs on 127.0.0.1:<sandbox> is opened at the
+# host's 127.0.0.1:<host> (any local user can connect to it, as to any dev server); "out": the
+# sandbox reaches the host's 127.0.0.1:<host> at 127.0.0.1:<sandbox> inside, a door to that host
+# service (warned about at every launch). The project file adds to the global entries.
+# [[network.ports]]
+# host = 3000
+# sandbox = 3000
+# direction = "in"
 
 [overlay]
 # How tool mounts (a tool's config, data and cache from your home) appear inside; see docs/tools.md:
@@ -203,6 +212,7 @@ pub fn render_profile(p: &Profile) -> String {
     render_resources(&mut out, &p.resources);
     render_network(&mut out, &p.egress);
     crate::credentials::render(&mut out, &p.credentials);
+    render_ports(&mut out, &p.ports);
     render_tools(&mut out, p);
     out
 }
@@ -295,6 +305,17 @@ fn render_network(out: &mut String, e: &EgressSettings) {
             "upstream_proxy = {}",
             quote(&crate::text::without_userinfo(url))
         );
+    }
+}
+
+/// `[[network.ports]]`, each noting the file it came from.
+fn render_ports(out: &mut String, ports: &[crate::ports::PortRule]) {
+    for rule in ports {
+        let _ = writeln!(out, "\n# from {:?}", rule.origin);
+        let _ = writeln!(out, "[[network.ports]]");
+        let _ = writeln!(out, "host = {}", rule.host);
+        let _ = writeln!(out, "sandbox = {}", rule.sandbox);
+        let _ = writeln!(out, "direction = {}", quote(rule.direction.as_str()));
     }
 }
 
@@ -520,6 +541,13 @@ mod tests {
             .map(|c| (c.name.clone(), c))
             .collect(),
             overlay_default: OverlayDefault::Tmpoverlay,
+            ports: vec![crate::ports::PortRule {
+                host: 8080,
+                sandbox: 3000,
+                direction: crate::ports::PortDirection::Out,
+                origin: PathBuf::from("/p/evil\n[[network.ports]]\n/.airlock.toml"),
+                entry: 1,
+            }],
             tools: [(
                 "we ird\"tool".to_owned(),
                 [
@@ -555,6 +583,9 @@ mod tests {
             .iter_mut()
             .chain(&mut expected.egress.deny)
         {
+            r.origin = origin.to_path_buf();
+        }
+        for r in &mut expected.ports {
             r.origin = origin.to_path_buf();
         }
         for setting in expected
