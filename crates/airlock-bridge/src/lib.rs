@@ -8,6 +8,7 @@
 //! state dir and the shim dir described in [`paths`].
 
 pub mod audit;
+pub mod callback;
 pub mod client;
 pub mod commands;
 pub mod daemon;

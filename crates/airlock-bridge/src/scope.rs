@@ -36,6 +36,9 @@ pub struct SessionScope {
     /// The supervisor that registered the session, and its start time (clock ticks since boot).
     pub pid: u32,
     pub started: u64,
+    /// The supervisor's control socket, for OAuth callback forwards ([`crate::callback`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<PathBuf>,
 }
 
 /// The sandbox's egress policy as configured: settings plus `--allow-host` / `--deny-host`.
@@ -271,6 +274,7 @@ mod tests {
             credential_hosts: vec!["github.com".into()],
             pid: 1,
             started: 0,
+            control: None,
         }
     }
 

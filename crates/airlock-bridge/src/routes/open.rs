@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{Reply, no_nul, strict};
+use super::{Reply, ReplyBody, no_nul, strict};
 use crate::audit::{LONG_FIELD, clip};
 use crate::launcher;
 
@@ -68,10 +68,15 @@ pub async fn serve(body: &[u8], scope: Option<&crate::scope::SessionScope>) -> R
         Ok(url) => url,
         Err(reason) => return Reply::bad_request(reason),
     };
-    let fields = vec![("url", clip(&loggable(&url), LONG_FIELD))];
+    let mut fields = vec![("url", clip(&loggable(&url), LONG_FIELD))];
     if let Some(Err(reason)) = scope.map(|s| s.allows_open(&url)) {
         return Reply::forbidden(reason).with_fields(fields);
     }
+    // Before the browser can follow the callback: the forward is there when it comes back.
+    let warning = match (scope, crate::callback::of_url(&url)) {
+        (Some(scope), Some(cb)) => callback_forward(scope, &cb, &mut fields).await,
+        _ => None,
+    };
     let result = match opener() {
         Ok((program, mut args)) => {
             args.push(url.as_str().into());
@@ -79,9 +84,42 @@ pub async fn serve(body: &[u8], scope: Option<&crate::scope::SessionScope>) -> R
         }
         Err(e) => Err(e),
     };
-    match result {
-        Ok(()) => Reply::no_content(fields),
-        Err(e) => Reply::failed(e.to_string()).with_fields(fields),
+    match (result, warning) {
+        (Ok(()), None) => Reply::no_content(fields),
+        // Opened all the same: the shim prints the warning on the sandbox's side.
+        (Ok(()), Some(warning)) => Reply::ok(
+            ReplyBody::Json(serde_json::json!({ "warning": warning })),
+            fields,
+        ),
+        (Err(e), _) => Reply::failed(e.to_string()).with_fields(fields),
+    }
+}
+
+/// Asks the sandbox's supervisor to forward the callback's port; the audit fields name the
+/// callback's host and port (never the URL's query) and what became of it. A warning for the
+/// sandbox when no forward was made.
+async fn callback_forward(
+    scope: &crate::scope::SessionScope,
+    cb: &crate::callback::Callback,
+    fields: &mut Vec<(&'static str, String)>,
+) -> Option<String> {
+    fields.push(("callback", cb.shown()));
+    match crate::callback::forward(scope, cb.port).await {
+        Ok(_) => {
+            fields.push(("callback_forward", "ok".into()));
+            None
+        }
+        Err(reason) => {
+            fields.push((
+                "callback_forward",
+                clip(&format!("failed ({reason})"), LONG_FIELD),
+            ));
+            Some(format!(
+                "the OAuth callback http://{} was not forwarded into the sandbox: {reason}; the \
+                 browser's redirect may not reach the login",
+                cb.shown()
+            ))
+        }
     }
 }
 

@@ -20,6 +20,13 @@ pub fn run(name: &str, args: &[OsString]) -> i32 {
         Duration::from_secs(15),
     ) {
         Ok(answer) if answer.status == 204 => {}
+        // Opened, with something to say (an OAuth callback that could not be forwarded).
+        Ok(answer) if answer.status == 200 => {
+            let body: Option<serde_json::Value> = serde_json::from_slice(&answer.body).ok();
+            if let Some(warning) = body.as_ref().and_then(|b| b["warning"].as_str()) {
+                eprintln!("{name}: warning: {}", airlock_config::printable(warning));
+            }
+        }
         Ok(answer) => eprintln!(
             "{name}: the host did not open {url}: {} (HTTP {}); open it yourself",
             answer.text(),
