@@ -78,6 +78,9 @@ pub struct HostFacts {
     /// The host's RAM in bytes (0 when unknown): the default tmpfs size is a share of it.
     #[serde(default)]
     pub ram_bytes: u64,
+    /// Where supervisors keep their control sockets and session records (`<state dir>/run`).
+    #[serde(default)]
+    pub run_dir: Option<PathBuf>,
 }
 
 /// The host's RAM, from sysinfo(2); 0 when it cannot be read.
@@ -298,6 +301,7 @@ impl HostFacts {
             cwd: cwd.to_owned(),
             project: project.to_owned(),
             sandboxes_dir: paths.sandboxes_dir(),
+            run_dir: Some(paths.run_dir()),
             system: kinds(SYSTEM_PATHS),
             etc: kinds(ETC_ENTRIES),
             hidden: crate::hide::read_index(

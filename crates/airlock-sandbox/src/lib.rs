@@ -2,9 +2,10 @@
 //!
 //! Owns the [`SandboxSpec`] (the one contract between what is sandboxed and how), the pure builder that
 //! turns a config [`Profile`](airlock_config::Profile) and [`HostFacts`] into a spec, the native Linux
-//! backend that launches a spec, the supervisor that waits for it, the per-project state roots with
-//! their session locks, and what their overlays kept, brought back on request (`overlay_changes`).
-//! It does not know which tools exist or how the network gates work.
+//! backend that launches a spec, the supervisor that waits for it (with its port forwards and
+//! control socket, `ports`), the per-project state roots with their session locks, and what their
+//! overlays kept, brought back on request (`overlay_changes`). It does not know which tools exist
+//! or how the network gates work.
 
 pub mod builder;
 pub mod contrib;
@@ -14,6 +15,7 @@ pub mod host;
 pub mod mount_patterns;
 pub mod native;
 pub mod overlay_changes;
+pub mod ports;
 pub mod spec;
 pub mod state;
 pub mod trust;

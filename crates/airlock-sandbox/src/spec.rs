@@ -57,6 +57,45 @@ pub struct SandboxSpec {
     /// Lines to print before the launch: a `[[sandbox.mounts]]` pattern that matched nothing, ...
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Port forwards (`[[network.ports]]`, `--publish`) and where the session's control socket goes.
+    #[serde(default, skip_serializing_if = "PortsSpec::is_empty")]
+    pub ports: PortsSpec,
+}
+
+/// The session's port forwards and its control socket (`airlock forward`, `airlock sessions`, the
+/// bridge's OAuth callbacks): carried out by the supervisor ([`crate::ports`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortsSpec {
+    /// The forwards made at launch, in order: the config's, then `--publish`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forwards: Vec<PortForward>,
+    /// The host-only directory (`<state dir>/run`) for the control socket and the session record;
+    /// None: no control socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_dir: Option<PathBuf>,
+}
+
+impl PortsSpec {
+    pub fn is_empty(&self) -> bool {
+        self.forwards.is_empty() && self.control_dir.is_none()
+    }
+
+    /// The control socket of the supervisor `pid`: `<control_dir>/<pid>.sock`.
+    pub fn control_socket(&self, pid: u32) -> Option<PathBuf> {
+        self.control_dir
+            .as_ref()
+            .map(|dir| dir.join(crate::ports::socket_name(pid)))
+    }
+}
+
+/// One forward between the host's `127.0.0.1:<host>` and the sandbox's `127.0.0.1:<sandbox>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortForward {
+    pub host: u16,
+    pub sandbox: u16,
+    pub direction: airlock_config::ports::PortDirection,
+    /// What asked for it: `--publish 3000` or the `[[network.ports]]` entry's label.
+    pub origin: String,
 }
 
 /// What the sandbox may use: cgroup v2 limits (none by default) and the size each of its own

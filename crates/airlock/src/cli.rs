@@ -47,6 +47,11 @@ pub enum Command {
     /// The herdr plugin's entry points (run by herdr-plugin.toml; see docs/herdr-plugin.md)
     #[command(subcommand)]
     Herdr(crate::commands::herdr::HerdrCommand),
+    /// Forward a host port into a running session: the host's 127.0.0.1:HOST reaches
+    /// 127.0.0.1:SANDBOX inside until that session ends
+    Forward(crate::commands::forward::ForwardArgs),
+    /// List running sessions: sandbox, project, supervisor pid, network mode, forwarded ports
+    Sessions(crate::commands::sessions::SessionsArgs),
     /// Show a sandbox's logs: the egress proxy's decisions (`logs network`), the socket filters'
     /// (`logs internal`)
     #[command(subcommand)]
@@ -96,6 +101,11 @@ pub struct RunArgs {
     /// Deny HOST through the egress proxy, whatever else allows it (repeatable)
     #[arg(long = "deny-host", value_name = "HOST")]
     pub deny_hosts: Vec<String>,
+    /// Open a sandbox server on the host: the host's 127.0.0.1:HOST reaches 127.0.0.1:SANDBOX
+    /// inside (SANDBOX defaults to HOST; repeatable; a host port in use is an error; not with
+    /// --network host, where the sandbox's servers are on the host's loopback already)
+    #[arg(long = "publish", value_name = "HOST[:SANDBOX]", value_parser = parse_port_mapping)]
+    pub publish: Vec<(u16, u16)>,
     /// Remove this project's sandbox state when the command ends (kept if another session uses it)
     #[arg(long)]
     pub rm: bool,
@@ -146,6 +156,7 @@ pub fn shorthand(mut argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
         "--network",
         "--allow-host",
         "--deny-host",
+        "--publish",
         "--project",
         "--worktree",
         "--force",
@@ -160,6 +171,12 @@ pub fn shorthand(mut argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
         argv.insert(1, "run".into());
     }
     argv
+}
+
+/// `HOST[:SANDBOX]` of `--publish` and `airlock forward`.
+pub fn parse_port_mapping(text: &str) -> Result<(u16, u16), String> {
+    airlock_config::ports::parse_mapping(text)
+        .map_err(|e| format!("{e} (the form is HOST[:SANDBOX], e.g. 3000 or 8080:3000)"))
 }
 
 impl RunArgs {

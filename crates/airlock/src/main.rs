@@ -40,6 +40,8 @@ fn main() {
         Some(Command::Config(command)) => commands::config::run(command),
         Some(Command::Bridge(command)) => commands::bridge::run(command),
         Some(Command::Herdr(command)) => commands::herdr::run(command),
+        Some(Command::Forward(args)) => paths().and_then(|p| commands::forward::run(&p, &args)),
+        Some(Command::Sessions(args)) => paths().and_then(|p| commands::sessions::run(&p, &args)),
         Some(Command::Logs(command)) => paths().and_then(|p| commands::logs::run(&p, &command)),
         Some(Command::Tools(command)) => commands::tools::run(command),
         Some(Command::AgentWrappers(command)) => commands::agents::agent_wrappers(command),

@@ -15,6 +15,7 @@ pub mod credentials;
 mod custom;
 mod env;
 mod hide;
+mod ports;
 mod tools;
 
 use crate::state::sandbox_name;
@@ -22,6 +23,7 @@ pub use custom::MountError;
 use custom::{covers, custom_mounts};
 pub use env::EnvironmentError;
 use env::{environment, proxy_environment};
+pub use ports::PortsError;
 
 /// What the user asked for on the command line.
 #[derive(Debug, Clone, Default)]
@@ -34,6 +36,8 @@ pub struct RunRequest {
     pub allow_hosts: Vec<String>,
     /// `--deny-host` rules.
     pub deny_hosts: Vec<String>,
+    /// `--publish HOST[:SANDBOX]`: inbound forwards for this run, as (host, sandbox) ports.
+    pub publish: Vec<(u16, u16)>,
 }
 
 /// Why no spec could be built. Each message names the offending value and what to do.
@@ -63,6 +67,9 @@ pub enum SpecError {
     /// A `[sandbox.environment]` entry that cannot be applied.
     #[error(transparent)]
     Environment(#[from] EnvironmentError),
+    /// `[[network.ports]]` or `--publish` forwards that cannot be made.
+    #[error(transparent)]
+    Ports(#[from] PortsError),
 }
 
 /// Builds the spec of one launch without tool contributions.
@@ -170,6 +177,12 @@ pub fn build_with_tools(
         request.argv.clone()
     };
     let network = request.network.unwrap_or(profile.network);
+    let (ports, port_warnings) = ports::plan(
+        &profile.ports,
+        &request.publish,
+        network,
+        host.run_dir.clone(),
+    )?;
     let egress = (network == NetworkMode::Proxy).then(|| EgressSpec {
         url: format!("http://127.0.0.1:{}", crate::native::EGRESS_PORT),
         log: state_root.join("logs").join("network.jsonl"),
@@ -246,7 +259,8 @@ pub fn build_with_tools(
         mounts: plan.into_ordered(),
         writable,
         prepare: [custom.prepare, tools.prepare, bridge.prepare].concat(),
-        warnings,
+        warnings: [warnings, port_warnings].concat(),
+        ports,
         seccomp: SeccompPolicy {
             nested_namespaces: profile.nested_namespaces,
         },

@@ -189,6 +189,16 @@ fn clone_and_wait(
             "{e}; [sandbox.resources] cannot be applied, so the sandbox was not started"
         )));
     }
+    // Before the gates start threads: the forwards' helper is forked while this is one thread.
+    let ports = match crate::ports::PortService::start(spec, pid) {
+        Ok(ports) => ports,
+        Err(e) => {
+            // A host port in use (or no way into the sandbox's network): nothing ran yet.
+            let _ = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
+            wait_pidfd(&pidfd);
+            return Err(LaunchError::Setup(e));
+        }
+    };
     if let Err(e) = gates.started() {
         // Fail closed: the gates this sandbox was planned with serve it, or it does not run.
         let _ = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
@@ -198,7 +208,13 @@ fn clone_and_wait(
     nix::unistd::write(&parent_end, b"G").map_err(|e| LaunchError::Start(e.into()))?;
     let index = spec.hide.as_ref().map(|h| h.index.as_path());
     let terminal = plan.tty.as_ref().map(|plan| Terminal { plan, raw });
-    supervise(&pidfd, &parent_end, gates, index, terminal)
+    for warning in ports.warnings() {
+        say(&format!("airlock: warning: {warning}"), raw.is_some());
+    }
+    let outcome = supervise(&pidfd, &parent_end, gates, index, terminal);
+    // Every forward ends with the sandbox: listeners closed, relays shut, the helper gone.
+    drop(ports);
+    outcome
 }
 
 /// The sandbox's cgroup when `[sandbox.resources]` limits anything; an error refuses the launch.

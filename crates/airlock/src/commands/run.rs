@@ -259,6 +259,7 @@ pub(crate) fn plan(
         }),
         allow_hosts: args.allow_hosts.clone(),
         deny_hosts: args.deny_hosts.clone(),
+        publish: args.publish.clone(),
     };
     let catalog = airlock_tools::Catalog::builtin();
     let mut settings = airlock_tools::Settings::from_profile(&loaded.profile, &catalog)?;
@@ -364,6 +365,7 @@ fn register_bridge(
         credential_hosts,
         pid,
         started: airlock_bridge::scope::start_time(pid).unwrap_or(0),
+        control: spec.ports.control_socket(pid),
     };
     let token_file = spec
         .state_root
