@@ -291,15 +291,19 @@ fn handle(shared: &Arc<Shared>, stream: &UnixStream) -> Result<String, String> {
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_read_timeout(Some(CLIENT_TIMEOUT));
     let _ = stream.set_write_timeout(Some(CLIENT_TIMEOUT));
-    let uid = peer_uid(stream).map_err(|e| format!("refused: cannot tell who is asking ({e})"))?;
+    let uid = peer_uid(stream).map_err(|e| format!("refused: cannot tell who is asking ({e})"));
+    // Read first (bounded) even from a client about to be refused: closing on unread bytes would
+    // reset the connection, and it would never see why.
+    let line = read_line(stream);
     // SAFETY: geteuid cannot fail.
     let euid = unsafe { libc::geteuid() };
+    let uid = uid?;
     if uid != euid {
         return Err(format!(
             "refused: uid {uid} is not this session's user; only uid {euid} may ask"
         ));
     }
-    let line = read_line(stream)?;
+    let line = line?;
     match Request::parse(&line)? {
         Request::Forward { host, sandbox } => shared.open_forward(host, sandbox),
         Request::Callback { port } => shared.open_callback(port),

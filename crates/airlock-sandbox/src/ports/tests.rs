@@ -215,7 +215,11 @@ fn inbound_forwards_reach_the_sandbox_and_end_with_the_service() {
             expires_in_secs: None,
         }]
     );
-    assert_eq!(sessions::list(&run), std::slice::from_ref(&me), "the record is listed");
+    assert_eq!(
+        sessions::list(&run),
+        std::slice::from_ref(&me),
+        "the record is listed"
+    );
     let net = std::fs::read_link(format!("/proc/{}/ns/net", sandbox.pid())).unwrap();
     assert_eq!(helpers(&net).len(), 1, "one helper makes the sockets");
     // A connection held open across the end is shut too.

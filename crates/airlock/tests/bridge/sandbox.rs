@@ -13,7 +13,12 @@ fn run_in_sandbox(w: &World, argv: &[&str], stdin: &[u8]) -> Output {
 }
 
 /// The same with other `airlock run` options.
-fn run_in_sandbox_with(w: &World, options: &[&str], argv: &[&str], stdin: &[u8]) -> Output {
+pub(crate) fn run_in_sandbox_with(
+    w: &World,
+    options: &[&str],
+    argv: &[&str],
+    stdin: &[u8],
+) -> Output {
     let mut cmd = Command::new(airlock());
     cmd.arg("run")
         .args(options)
@@ -36,12 +41,12 @@ fn run_in_sandbox_with(w: &World, options: &[&str], argv: &[&str], stdin: &[u8])
     child.wait_with_output().unwrap()
 }
 
-fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// Whether this machine can run a sandbox at all; prints why not.
-fn sandbox_works(w: &World, test: &str) -> bool {
+pub(crate) fn sandbox_works(w: &World, test: &str) -> bool {
     let out = run_in_sandbox(w, &["true"], b"");
     if !out.status.success() {
         println!(
