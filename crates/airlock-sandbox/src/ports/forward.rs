@@ -24,11 +24,15 @@ pub(crate) enum Target {
     Host(u16),
 }
 
+/// How long a callback forward still accepts after its first answered connection has closed.
+pub const FOLLOW_UP_GRACE: Duration = Duration::from_secs(5);
+
 /// When a forward ends before the session does (callback forwards).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Ends {
     pub deadline: Option<Instant>,
-    /// After the first connection that carried an answer from the sandbox has closed.
+    /// [`FOLLOW_UP_GRACE`] after the first connection that carried an answer from the sandbox
+    /// has closed.
     pub after_first_answer: bool,
 }
 
@@ -197,8 +201,11 @@ fn accept_loop(
     ends: Ends,
     wake: &Arc<Wake>,
 ) {
+    let mut deadline = ends.deadline;
+    // Set once a connection that carried an answer has closed (the wake fired).
+    let mut answered = false;
     loop {
-        let timeout = match ends.deadline {
+        let timeout = match deadline {
             Some(d) => {
                 let left = d.saturating_duration_since(Instant::now());
                 if left.is_zero() {
@@ -214,7 +221,9 @@ fn accept_loop(
             .map(|l| PollFd::new(l.as_fd(), PollFlags::POLLIN))
             .collect();
         fds.push(PollFd::new(shared.stop.fd(), PollFlags::POLLIN));
-        fds.push(PollFd::new(wake.fd(), PollFlags::POLLIN));
+        if !answered {
+            fds.push(PollFd::new(wake.fd(), PollFlags::POLLIN));
+        }
         match poll(&mut fds, timeout) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(_) => return,
@@ -224,8 +233,15 @@ fn accept_loop(
             .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
             .collect();
         drop(fds);
-        if ready[listeners.len()] || ready[listeners.len() + 1] {
+        if ready[listeners.len()] {
             return;
+        }
+        if ready.get(listeners.len() + 1) == Some(&true) {
+            // The login's follow-up request (codex redirects its callback to /success) may
+            // come on a new connection: a short grace, then the listener closes.
+            answered = true;
+            let grace = Instant::now() + FOLLOW_UP_GRACE;
+            deadline = Some(deadline.map_or(grace, |d| d.min(grace)));
         }
         for (listener, _) in listeners.iter().zip(&ready).filter(|(_, r)| **r) {
             while let Ok((client, _)) = listener.accept() {

@@ -8,9 +8,10 @@
 //!   network namespace, each connection relayed to the host's `127.0.0.1:<host>`.
 //! - **Callback forwards**: an inbound forward the host bridge asks for when a sandbox opens an
 //!   OAuth URL whose callback is `http://localhost:<port>`. It ends after
-//!   [`CALLBACK_LIFETIME`] or once the first connection that carried an answer from the sandbox
-//!   has closed, whichever is first; a session holds at most [`MAX_CALLBACKS`] at once, on ports
-//!   from 1024 up.
+//!   [`CALLBACK_LIFETIME`] or [`FOLLOW_UP_GRACE`] after the first connection that carried an
+//!   answer from the sandbox has closed (a login's follow-up page may come on a new connection),
+//!   whichever is first; a session holds at most [`MAX_CALLBACKS`] at once, on ports from 1024
+//!   up.
 //! - **The control socket** ([`control`]): `<state dir>/run/<pid>.sock` in a host-only 0700
 //!   directory, answering only the session's own uid, one line each way ([`protocol`]); beside it
 //!   the session record `<pid>.json` that `airlock sessions` lists ([`sessions`]).
@@ -35,6 +36,7 @@ use airlock_config::NetworkMode;
 use airlock_config::ports::PortDirection;
 
 use crate::spec::SandboxSpec;
+pub use forward::FOLLOW_UP_GRACE;
 use forward::{Ends, Live, Target};
 pub use netns::HELPER_NAME;
 pub use protocol::{AskError, ForwardInfo, ForwardKind, Request, ask};
@@ -82,7 +84,6 @@ impl Wake {
 
 /// What the forwards, the relays and the control socket of one session share.
 pub(crate) struct Shared {
-    network: NetworkMode,
     netns: Option<netns::Netns>,
     forwards: Mutex<Vec<Live>>,
     conns: relay::Registry,
@@ -142,7 +143,8 @@ impl Shared {
         self.open_inbound(port, port, ForwardKind::Callback, ends)?;
         Ok(format!(
             "the host's localhost:{port} reaches 127.0.0.1:{port} in the sandbox until its first \
-             answered request, {} minutes at most",
+             answered request (and {} s more), {} minutes at most",
+            FOLLOW_UP_GRACE.as_secs(),
             CALLBACK_LIFETIME.as_secs() / 60
         ))
     }
@@ -241,7 +243,6 @@ impl PortService {
             })?),
         };
         let shared = Arc::new(Shared {
-            network: session.network,
             netns,
             forwards: Mutex::new(Vec::new()),
             conns: relay::Registry::default(),
@@ -327,11 +328,6 @@ impl PortService {
     /// What to tell the developer once the sandbox runs (a control socket that could not open).
     pub fn warnings(&self) -> &[String] {
         &self.warnings
-    }
-
-    /// The network mode this service was made for.
-    pub fn network(&self) -> NetworkMode {
-        self.shared.network
     }
 }
 

@@ -4,7 +4,8 @@
 //! [`PIPE_BYTES`]: socket to pipe to socket, so the relay itself copies nothing (the pages move;
 //! the kernel copies only where the client and the server read and write, as without a relay).
 //! Measured through a real sandbox (docs/benchmarks.md, "Port forwarding"): the relay spends
-//! ~0.1 s of CPU per GiB this way against ~0.3 s copying through a 256 KiB buffer, and moves more.
+//! ~0.1 s of CPU per GiB this way against ~0.3 s copying through a buffer (the receiver pays
+//! part of the difference back: spliced packets reach it in page-sized pieces).
 //! An end of stream on one side becomes a half-close (`shutdown(SHUT_WR)`) of the other; an error
 //! on either side shuts the whole pair. The session's end shuts every live pair
 //! ([`Registry::shut_all`]).

@@ -5,6 +5,7 @@
 pub mod egress;
 pub mod modes;
 pub mod netlog;
+pub mod ports;
 pub mod tmux;
 
 use std::fs;
