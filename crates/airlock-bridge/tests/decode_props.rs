@@ -142,3 +142,57 @@ proptest! {
         }
     }
 }
+
+/// A callback value: loopback-looking hosts, look-alikes, ports, paths, encodings.
+fn callback_value() -> impl Strategy<Value = String> {
+    let scheme = prop_oneof![Just("http"), Just("https"), Just("HTTP"), Just("ftp")];
+    let host = prop_oneof![
+        Just("localhost"),
+        Just("LOCALHOST"),
+        Just("127.0.0.1"),
+        Just("127.1"),
+        Just("localhost.evil.example"),
+        Just("evil.example"),
+        Just("[::1]"),
+        Just("10.0.0.1"),
+        Just("evil.example/@localhost"),
+        Just("localhost@evil.example"),
+    ];
+    let port = prop_oneof![
+        Just(String::new()),
+        (0u32..70000).prop_map(|p| format!(":{p}"))
+    ];
+    let path = "[ -~]{0,20}";
+    (scheme, host, port, path).prop_map(|(s, h, p, rest)| format!("{s}://{h}{p}/{rest}"))
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Whatever the sandbox writes into a URL's query, a callback is only ever a port on the
+    /// host's own loopback, named `localhost` or `127.0.0.1`, as the URL-decoded value says.
+    #[test]
+    fn a_callback_is_only_ever_a_loopback_port(
+        key in prop_oneof![Just("redirect_uri"), Just("redirect_url"), Just("callback"), Just("return_to"), Just("REDIRECT_URI")],
+        value in callback_value(),
+        encode in any::<bool>(),
+    ) {
+        let written = if encode {
+            url::form_urlencoded::byte_serialize(value.as_bytes()).collect::<String>()
+        } else {
+            value.replace(['&', '#', ' '], "")
+        };
+        let Ok(url) = url::Url::parse(&format!("https://provider.example/authorize?a=1&{key}={written}")) else {
+            return Ok(());
+        };
+        if let Some(cb) = airlock_bridge::callback::of_url(&url) {
+            prop_assert!(["redirect_uri", "redirect_url", "callback"].contains(&key));
+            prop_assert!(cb.host == "localhost" || cb.host == "127.0.0.1", "{cb:?}");
+            let (_, decoded) = url.query_pairs().find(|(k, _)| k == key).expect("the key");
+            let target = url::Url::parse(&decoded).expect("a URL");
+            prop_assert_eq!(target.scheme(), "http");
+            prop_assert_eq!(target.host_str(), Some(cb.host.as_str()));
+            prop_assert_eq!(target.port(), Some(cb.port));
+        }
+    }
+}

@@ -84,6 +84,7 @@ impl Wake {
 
 /// What the forwards, the relays and the control socket of one session share.
 pub(crate) struct Shared {
+    network: NetworkMode,
     netns: Option<netns::Netns>,
     forwards: Mutex<Vec<Live>>,
     conns: relay::Registry,
@@ -159,6 +160,14 @@ impl Shared {
         ends: Ends,
     ) -> Result<(), String> {
         self.netns()?;
+        if self.network == NetworkMode::Proxy && sandbox == crate::native::EGRESS_PORT {
+            // The egress proxy is the sandbox's alone: opened on the host, any local user could
+            // use it (and spend the sandbox's policy).
+            return Err(format!(
+                "127.0.0.1:{sandbox} inside the sandbox is the egress proxy's; choose another \
+                 sandbox port"
+            ));
+        }
         let mut forwards = self.lock();
         let callbacks = forwards
             .iter()
@@ -243,6 +252,7 @@ impl PortService {
             })?),
         };
         let shared = Arc::new(Shared {
+            network: session.network,
             netns,
             forwards: Mutex::new(Vec::new()),
             conns: relay::Registry::default(),

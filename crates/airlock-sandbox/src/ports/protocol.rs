@@ -235,6 +235,34 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Arbitrary bytes never panic; what is accepted is one of the three requests, with ports
+        /// from 1 to 65535, and reads back the same from the line a client sends.
+        #[test]
+        fn any_bytes_are_one_of_three_requests_or_refused(
+            line in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..80)
+        ) {
+            if let Ok(request) = Request::parse(&line) {
+                let sent = request.line();
+                proptest::prop_assert!(sent.len() <= MAX_REQUEST);
+                proptest::prop_assert_eq!(Request::parse(sent.trim_end().as_bytes()), Ok(request));
+                let ports = match request {
+                    Request::Forward { host, sandbox } => vec![host, sandbox],
+                    Request::Callback { port } => vec![port],
+                    Request::Ports => vec![],
+                };
+                proptest::prop_assert!(ports.iter().all(|p| *p != 0));
+            }
+        }
+
+        #[test]
+        fn forward_lines_are_accepted_exactly_for_ports_in_range(host in 0u32..100_000, sandbox in 0u32..100_000) {
+            let parsed = Request::parse(format!("forward {host}:{sandbox}").as_bytes());
+            let in_range = |p: u32| (1..=65535).contains(&p);
+            proptest::prop_assert_eq!(parsed.is_ok(), in_range(host) && in_range(sandbox));
+        }
+    }
+
     #[test]
     fn answers_are_one_line_each_way() {
         assert_eq!(answer_line(&Ok("a\nb".into())), "ok a b\n");

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use airlock_config::ports::PortDirection;
 use airlock_config::{EgressPreset, NetworkMode};
 use airlock_sandbox::{Contributions, HostFacts, MountOp, SandboxSpec, Upper};
 use airlock_tools::{Catalog, Settings};
@@ -169,6 +170,19 @@ impl<'a> Launch<'a> {
                 "network",
                 "host: the host's network, unfiltered (no egress policy)",
             ),
+        }
+        for f in &spec.ports.forwards {
+            let what = match f.direction {
+                PortDirection::In => format!(
+                    "the host's 127.0.0.1:{} reaches 127.0.0.1:{} inside",
+                    f.host, f.sandbox
+                ),
+                PortDirection::Out => format!(
+                    "127.0.0.1:{} inside reaches the host's 127.0.0.1:{} (a door to that service)",
+                    f.sandbox, f.host
+                ),
+            };
+            line(out, "", &format!("forward: {what}; {}", f.origin));
         }
     }
 

@@ -42,6 +42,18 @@ fn control_requests_open_forwards_and_callbacks_within_their_caps() {
         matches!(&again, Err(AskError::Refused(r)) if r.contains("is in use")),
         "{again:?}"
     );
+    let egress = ask(
+        &socket,
+        &Request::Forward {
+            host: free_port(),
+            sandbox: crate::native::EGRESS_PORT,
+        },
+        ASK,
+    );
+    assert!(
+        matches!(&egress, Err(AskError::Refused(r)) if r.contains("egress proxy's")),
+        "{egress:?}"
+    );
     let low = ask(&socket, &Request::Callback { port: 80 }, ASK);
     assert!(
         matches!(&low, Err(AskError::Refused(r)) if r.contains("below 1024")),
