@@ -99,6 +99,10 @@ impl Exchange<'_> {
             .client
             .write_all(&http::denial_response(&self.method, &self.target, denial));
         self.log.write(&self.method, Decision::Deny, denial.reason);
+        // A client still sending its body (`docker run` posts its config) would get EPIPE instead
+        // of this answer if the socket closed now: say we are done, then let it finish, briefly.
+        let _ = self.client.shutdown(std::net::Shutdown::Write);
+        drain(self.client);
     }
 
     /// An allowed request the engine did not answer properly: 502.
@@ -110,6 +114,29 @@ impl Exchange<'_> {
         self.log.write(&self.method, Decision::Allow, reason);
     }
 }
+
+/// Reads and drops what the client still sends after a refusal: at most [`DRAIN_BYTES`], for at
+/// most [`DRAIN_TIME`], until it closes.
+fn drain(client: &mut UnixStream) {
+    use std::io::Read as _;
+    let deadline = Instant::now() + DRAIN_TIME;
+    let mut buf = [0u8; 16 << 10];
+    let mut total = 0;
+    while total < DRAIN_BYTES {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || client.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
+        match client.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => total += n,
+        }
+    }
+}
+
+/// How much of a refused request's remainder is read and dropped, and for how long.
+const DRAIN_BYTES: usize = 1 << 20;
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl DockerFilter {
     fn handle(&self, client: &mut UnixStream, log: &DecisionLog) {
