@@ -190,6 +190,9 @@ impl Profile {
     }
 
     fn apply(&mut self, origin: &Path, s: &SandboxSection) {
+        if let Some(backend) = s.backend {
+            self.backend = Some(backend);
+        }
         if let Some(network) = s.network {
             self.network = network;
         }

@@ -75,6 +75,9 @@ pub struct HostCommandEntry {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxSection {
+    /// `backend = "native" | "bwrap"`: what launches the sandbox.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendKind>,
     /// `network = "host" | "none" | "proxy"`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkMode>,
@@ -103,6 +106,30 @@ pub struct SandboxSection {
     /// `[sandbox.resources]`: memory, CPU, process and tmpfs limits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resources: Option<crate::resources::ResourcesSection>,
+}
+
+/// What launches a sandbox: airlock's own namespaces (`native`) or bubblewrap (`bwrap`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendKind {
+    Native,
+    Bwrap,
+}
+
+impl BackendKind {
+    pub const ALL: [BackendKind; 2] = [BackendKind::Native, BackendKind::Bwrap];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Native => "native",
+            BackendKind::Bwrap => "bwrap",
+        }
+    }
+
+    /// The backend named `name` (`AIRLOCK_BACKEND`, `--backend`).
+    pub fn parse(name: &str) -> Option<BackendKind> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
 }
 
 /// How the sandbox reaches the network.
@@ -186,6 +213,9 @@ pub struct ProfileMount {
 /// The resolved settings: global file, then the trusted project file on top.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Profile {
+    /// `[sandbox] backend`; `None`: the default (`AIRLOCK_BACKEND`, else native).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendKind>,
     pub network: NetworkMode,
     pub hide_env_files: bool,
     /// `[sandbox] hide` of both files, global first, without duplicates.
@@ -220,6 +250,7 @@ pub struct Profile {
 impl Default for Profile {
     fn default() -> Self {
         Profile {
+            backend: None,
             network: NetworkMode::Proxy,
             hide_env_files: true,
             hide: Vec::new(),

@@ -48,6 +48,12 @@ const INIT_TEMPLATE: &str = r#"# airlock configuration.
 # [sandbox.environment.NODE_ENV]
 # value = "development"
 
+# What launches the sandbox: "native" (airlock's own namespaces, Landlock and seccomp; nothing
+# to install) or "bwrap" (bubblewrap builds the namespaces and the root from the same spec;
+# airlock's init still applies Landlock, seccomp and the hidden files). `run --backend` wins;
+# the default is $AIRLOCK_BACKEND, else "native". See docs/backends.md.
+#backend = "native"
+
 # Allow creating namespaces (and mounting in them) inside the sandbox, e.g. for nested
 # containers or sandboxes. Widens what the agent can do; leave off unless a tool needs it.
 #nested_namespaces = false
@@ -193,6 +199,9 @@ pub fn init_template() -> &'static str {
 pub fn render_profile(p: &Profile) -> String {
     let mut out = String::from("[sandbox]\n");
     // Writing to a String cannot fail.
+    if let Some(backend) = p.backend {
+        let _ = writeln!(out, "backend = {}", quote(backend.as_str()));
+    }
     let _ = writeln!(out, "network = {}", quote(p.network.as_str()));
     let _ = writeln!(out, "hide_env_files = {}", p.hide_env_files);
     let hidden: Vec<String> = p.hide.iter().map(|n| quote(n)).collect();

@@ -7,6 +7,7 @@
 //! overlays kept, brought back on request (`overlay_changes`). It does not know which tools exist
 //! or how the network gates work.
 
+pub mod backend;
 pub mod builder;
 pub mod contrib;
 pub mod doctor;

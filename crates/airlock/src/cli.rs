@@ -117,9 +117,17 @@ pub struct RunArgs {
     /// hide_env_files = false); [sandbox] hide globs still apply
     #[arg(long)]
     pub no_hide_env: bool,
+    /// What launches the sandbox: native (airlock's own namespaces) or bwrap (bubblewrap builds
+    /// them from the same spec); over [sandbox] backend and $AIRLOCK_BACKEND
+    #[arg(long, value_enum, value_name = "BACKEND")]
+    pub backend: Option<BackendArg>,
     /// Print the sandbox spec as JSON and exit without running anything
     #[arg(long)]
     pub print_spec: bool,
+    /// With --print-spec: print the command line the backend runs instead (bwrap's argv; native
+    /// runs none)
+    #[arg(long, requires = "print_spec")]
+    pub render: bool,
     /// Print what the sandbox would be (project, state, network, tools, hidden paths, mounts,
     /// variable names) and exit without running anything
     #[arg(long, conflicts_with = "print_spec")]
@@ -150,6 +158,8 @@ pub fn shorthand(mut argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
         "--verbose",
         "--rm",
         "--print-spec",
+        "--render",
+        "--backend",
         "--explain",
         "--no-hide-env",
         "--git-mode",
@@ -183,6 +193,22 @@ impl RunArgs {
     /// `--print-spec` or `--explain`: plan the sandbox, start nothing, touch nothing on the host.
     pub fn plan_only(&self) -> bool {
         self.print_spec || self.explain
+    }
+}
+
+/// `--backend`: the values of `[sandbox] backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    Native,
+    Bwrap,
+}
+
+impl BackendArg {
+    pub fn kind(self) -> airlock_config::BackendKind {
+        match self {
+            BackendArg::Native => airlock_config::BackendKind::Native,
+            BackendArg::Bwrap => airlock_config::BackendKind::Bwrap,
+        }
     }
 }
 

@@ -13,11 +13,21 @@ const EXIT_AIRLOCK_FAILED: i32 = 125;
 fn main() {
     // Multi-call: started as a shim name (xdg-open, code, git-credential-airlock, ...), act as it.
     let mut args = std::env::args_os();
-    if args
-        .next()
-        .is_some_and(|argv0| airlock_tools::git::hint::is_wrapper(&argv0))
+    let argv0 = args.next();
+    if argv0
+        .as_ref()
+        .is_some_and(|argv0| airlock_tools::git::hint::is_wrapper(argv0))
     {
         std::process::exit(airlock_tools::git::hint::run(args.collect()));
+    }
+    // Inside a sandbox the bwrap backend built: the stage that becomes its init.
+    if argv0.as_ref().is_some_and(|a| {
+        std::path::Path::new(a).file_name()
+            == Some(std::ffi::OsStr::new(
+                airlock_sandbox::native::stage::STAGE_NAME,
+            ))
+    }) {
+        airlock_sandbox::native::stage::main();
     }
     if let Some(code) = commands::bridge::dispatch_shim() {
         std::process::exit(code);

@@ -28,10 +28,11 @@ fn template_defaults_match_the_code() {
     let n = &cfg.network;
     assert!(n.preset.is_some() && n.allow_private.is_some());
     let origin = Path::new("template.toml");
-    assert_eq!(
-        Profile::layer(None, Some((origin, &cfg))),
-        Profile::default()
-    );
+    let mut layered = Profile::layer(None, Some((origin, &cfg)));
+    // Unset means $AIRLOCK_BACKEND, else native: the template shows the latter.
+    assert_eq!(layered.backend, Some(crate::BackendKind::Native));
+    layered.backend = None;
+    assert_eq!(layered, Profile::default());
 }
 
 #[test]
@@ -127,6 +128,7 @@ fn default_profile_renders_exactly() {
 #[test]
 fn rendered_profile_parses_back_to_the_same_profile() {
     let profile = Profile {
+        backend: Some(crate::BackendKind::Bwrap),
         network: NetworkMode::None,
         hide_env_files: false,
         hide: vec!["*.pem".into(), "/config/master.key".into()],

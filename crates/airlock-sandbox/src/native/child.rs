@@ -50,6 +50,10 @@ pub struct ChildPlan {
     pub landlock: bool,
     /// The caller's terminal, when the workload gets a pty for it.
     pub tty: Option<TtyPlan>,
+    /// The bwrap stage: init is uid 0 of the user namespace that owns the mounts (so it can keep
+    /// files hidden), and the workload gets a user namespace of its own below it, where it is
+    /// `(uid, gid)` again. `None` in native, whose init and workload share one.
+    pub own_user_ns: Option<(u32, u32)>,
 }
 
 /// Whether a sandbox gets the Landlock write layer. Not when an unprivileged caller asked for
@@ -107,6 +111,7 @@ impl ChildPlan {
             hide: spec.hide.clone(),
             landlock: uses_landlock(spec),
             tty: None,
+            own_user_ns: None,
         })
     }
 }
@@ -120,7 +125,7 @@ pub fn send(sock: RawFd, kind: u8, body: &[u8]) {
 }
 
 /// Sends one message carrying a file descriptor (SCM_RIGHTS); `what` names it in the error.
-fn send_fd(sock: RawFd, kind: u8, passed: RawFd, what: &str) {
+pub(super) fn send_fd(sock: RawFd, kind: u8, passed: RawFd, what: &str) {
     let head = [kind];
     let iov = [IoSlice::new(&head)];
     let fds = [passed];
@@ -136,7 +141,7 @@ fn send_fd(sock: RawFd, kind: u8, passed: RawFd, what: &str) {
     }
 }
 
-fn die(sock: RawFd, message: &str) -> ! {
+pub(super) fn die(sock: RawFd, message: &str) -> ! {
     send(sock, b'E', message.as_bytes());
     // SAFETY: _exit is always safe; it skips destructors we must not run twice after fork.
     unsafe { libc::_exit(SETUP_FAILED) }
@@ -201,7 +206,7 @@ const FORWARDED: [Signal; 4] = [
 
 /// PID 1: start the workload, reap every child, forward signals, keep hidden files hidden, report
 /// the workload's end.
-fn init(plan: &ChildPlan, sock: RawFd) -> ! {
+pub(super) fn init(plan: &ChildPlan, sock: RawFd) -> ! {
     let mut mask = SigSet::empty();
     for s in FORWARDED {
         mask.add(s);
@@ -233,16 +238,32 @@ fn init(plan: &ChildPlan, sock: RawFd) -> ! {
             &format!("cannot open a terminal for the sandbox: {e}"),
         ),
     });
+    let handshake = plan.own_user_ns.map(|_| {
+        nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::Stream,
+            None,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap_or_else(|e| die(sock, &format!("cannot create a socket pair: {e}")))
+    });
     // SAFETY: init is single-threaded; the child only runs the workload setup and execve.
     let workload = match unsafe { fork() } {
         Ok(ForkResult::Child) => {
             drop(sfd);
             drop(keeper);
+            if let Some((_, theirs)) = &handshake {
+                enter_own_user_ns(theirs, sock);
+            }
             workload(plan, sock, slave)
         }
         Ok(ForkResult::Parent { child }) => child,
         Err(e) => die(sock, &format!("cannot start the workload: {e}")),
     };
+    if let (Some((ours, _)), Some((uid, gid))) = (&handshake, plan.own_user_ns) {
+        map_workload(ours, workload, uid, gid, sock);
+    }
+    drop(handshake);
     // Only the workload's processes hold the pty: the relay sees its end when they are gone.
     drop(slave);
     loop {
@@ -286,6 +307,45 @@ fn init(plan: &ChildPlan, sock: RawFd) -> ! {
             }
         }
     }
+}
+
+/// The workload's side of its own user namespace: unshare, say so, wait for its id maps.
+fn enter_own_user_ns(theirs: &OwnedFd, sock: RawFd) {
+    if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER) {
+        die(
+            sock,
+            &format!("cannot give the workload a user namespace: {e}"),
+        );
+    }
+    let mut byte = [0u8; 1];
+    let said = nix::unistd::write(theirs, b"u");
+    if said != Ok(1) || nix::unistd::read(theirs.as_raw_fd(), &mut byte) != Ok(1) {
+        die(sock, "init did not map the workload's user namespace");
+    }
+}
+
+/// Init's side: once the workload has unshared, map its `uid` and `gid` onto init's 0 (which
+/// bwrap mapped onto the caller's ids on the host), and let it go on.
+fn map_workload(ours: &OwnedFd, workload: Pid, uid: u32, gid: u32, sock: RawFd) {
+    let mut byte = [0u8; 1];
+    if nix::unistd::read(ours.as_raw_fd(), &mut byte) != Ok(1) {
+        // The workload died on its way; it reported why.
+        return;
+    }
+    let proc = format!("/proc/{}", workload.as_raw());
+    let write = |file: &str, text: String| {
+        std::fs::write(format!("{proc}/{file}"), text)
+            .map_err(|e| format!("cannot write the workload's {file}: {e}"))
+    };
+    if let Err(e) = write("setgroups", "deny".into())
+        .and_then(|()| write("uid_map", format!("{uid} 0 1\n")))
+        .and_then(|()| write("gid_map", format!("{gid} 0 1\n")))
+    {
+        // SAFETY: plain kill(2) of our own child.
+        unsafe { libc::kill(workload.as_raw(), libc::SIGKILL) };
+        die(sock, &e);
+    }
+    let _ = nix::unistd::write(ours, b"g");
 }
 
 /// Tells the supervisor where the masks are now (for the next launch) and what to warn about.

@@ -90,6 +90,27 @@ impl Gates for NoGates {
 /// Must be called while the process is single-threaded (the child allocates after the clone); the
 /// gates may start threads, since they are called after the clone.
 pub fn run(spec: &SandboxSpec, gates: &mut dyn Gates) -> Result<Outcome, LaunchError> {
+    run_with(spec, gates, Start::Clone)
+}
+
+/// How the sandbox's init comes to be.
+pub(crate) enum Start<'a> {
+    /// Cloned by this process into new namespaces (native).
+    Clone,
+    /// Run by bubblewrap as its command: the stage (the bwrap backend).
+    Bwrap {
+        program: &'a std::path::Path,
+        rendered: crate::backend::bwrap::render::Rendered,
+    },
+}
+
+/// [`run`], with the sandbox's init started as `start` says; the rest of the launch (id maps for
+/// a clone, limits, forwards, gates, supervision) is the same for both.
+pub(crate) fn run_with(
+    spec: &SandboxSpec,
+    gates: &mut dyn Gates,
+    start: Start<'_>,
+) -> Result<Outcome, LaunchError> {
     let mut plan = ChildPlan::new(spec).map_err(LaunchError::Plan)?;
     let cgroup = limit_group(spec)?;
     let _ = std::fs::remove_file(spec.state_root.join(OOM_MARKER));
@@ -124,6 +145,7 @@ pub fn run(spec: &SandboxSpec, gates: &mut dyn Gates) -> Result<Outcome, LaunchE
         gates,
         raw.as_ref(),
         cgroup.as_ref(),
+        start,
     );
     drop(raw);
     if let Some(cgroup) = cgroup {
@@ -145,6 +167,7 @@ fn namespaces(spec: &SandboxSpec) -> libc::c_int {
     flags
 }
 
+#[allow(clippy::too_many_arguments)]
 fn clone_and_wait(
     spec: &SandboxSpec,
     plan: &ChildPlan,
@@ -153,12 +176,89 @@ fn clone_and_wait(
     gates: &mut dyn Gates,
     raw: Option<&RawMode>,
     cgroup: Option<&Cgroup>,
+    start: Start<'_>,
 ) -> Result<Outcome, LaunchError> {
+    let mut init = match start {
+        Start::Clone => clone_init(spec, plan, &parent_end, child_end)?,
+        Start::Bwrap { program, rendered } => crate::backend::bwrap::spawn::start(
+            program,
+            &rendered,
+            &super::stage::encode(spec, plan.tty.as_ref(), plan.fd_limit),
+            &parent_end,
+            child_end,
+        )?,
+    };
+    let pid = init.pid;
+    if let Some(Err(e)) = cgroup.map(|c| c.add(pid)) {
+        // Limits that were asked for hold, or the sandbox does not run.
+        init.kill();
+        return Err(LaunchError::Setup(format!(
+            "{e}; [sandbox.resources] cannot be applied, so the sandbox was not started"
+        )));
+    }
+    // Before the gates start threads: the forwards' helper is forked while this is one thread.
+    let ports = match crate::ports::PortService::start(spec, pid) {
+        Ok(ports) => ports,
+        Err(e) => {
+            // A host port in use (or no way into the sandbox's network): nothing ran yet.
+            init.kill();
+            return Err(LaunchError::Setup(e));
+        }
+    };
+    if let Err(e) = gates.started() {
+        // Fail closed: the gates this sandbox was planned with serve it, or it does not run.
+        init.kill();
+        return Err(LaunchError::Setup(e));
+    }
+    nix::unistd::write(&parent_end, b"G").map_err(|e| LaunchError::Start(e.into()))?;
+    let index = spec.hide.as_ref().map(|h| h.index.as_path());
+    let terminal = plan.tty.as_ref().map(|plan| Terminal { plan, raw });
+    for warning in ports.warnings() {
+        say(&format!("airlock: warning: {warning}"), raw.is_some());
+    }
+    let outcome = supervise(&mut init, &parent_end, gates, index, terminal);
+    // Every forward ends with the sandbox: listeners closed, relays shut, the helper gone.
+    drop(ports);
+    outcome
+}
+
+/// The sandbox's init as the supervisor holds it: its pid on the host and a pidfd (signals, the
+/// end), and for the bwrap backend the bwrap process, reaped after it.
+pub(crate) struct Init {
+    pub pid: libc::pid_t,
+    pub pidfd: OwnedFd,
+    pub bwrap: Option<std::process::Child>,
+}
+
+impl Init {
+    /// Kills the sandbox and waits for it (a launch that cannot go on).
+    pub(crate) fn kill(&mut self) {
+        let _ = sys::pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
+        self.wait();
+    }
+
+    /// Waits for init (a child of this process in native) and then for bwrap.
+    pub(crate) fn wait(&mut self) {
+        wait_pidfd(&self.pidfd);
+        if let Some(bwrap) = self.bwrap.as_mut() {
+            let _ = bwrap.wait();
+        }
+    }
+}
+
+/// Native: clones init into new namespaces and writes its id maps.
+fn clone_init(
+    spec: &SandboxSpec,
+    plan: &ChildPlan,
+    parent_end: &OwnedFd,
+    child_end: OwnedFd,
+) -> Result<Init, LaunchError> {
     let groups = DroppedGroups::for_clone().map_err(LaunchError::Start)?;
     // SAFETY: the caller guarantees a single-threaded process; the child never returns.
     let cloned = unsafe { sys::clone_process(namespaces(spec)) };
     if let Ok(Cloned::Child) = cloned {
-        drop(parent_end);
+        // SAFETY: the child's copy of the parent's end; closing it is all this does.
+        unsafe { libc::close(parent_end.as_raw_fd()) };
         child::main(plan, child_end)
     }
     if let Some(groups) = groups {
@@ -176,45 +276,16 @@ fn clone_and_wait(
         }
     };
     drop(child_end);
+    let mut init = Init {
+        pid,
+        pidfd,
+        bwrap: None,
+    };
     if let Err(e) = write_id_maps(pid, spec.uid, spec.gid) {
-        let _ = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
-        wait_pidfd(&pidfd);
+        init.kill();
         return Err(e);
     }
-    if let Some(Err(e)) = cgroup.map(|c| c.add(pid)) {
-        // Limits that were asked for hold, or the sandbox does not run.
-        let _ = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
-        wait_pidfd(&pidfd);
-        return Err(LaunchError::Setup(format!(
-            "{e}; [sandbox.resources] cannot be applied, so the sandbox was not started"
-        )));
-    }
-    // Before the gates start threads: the forwards' helper is forked while this is one thread.
-    let ports = match crate::ports::PortService::start(spec, pid) {
-        Ok(ports) => ports,
-        Err(e) => {
-            // A host port in use (or no way into the sandbox's network): nothing ran yet.
-            let _ = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
-            wait_pidfd(&pidfd);
-            return Err(LaunchError::Setup(e));
-        }
-    };
-    if let Err(e) = gates.started() {
-        // Fail closed: the gates this sandbox was planned with serve it, or it does not run.
-        let _ = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
-        wait_pidfd(&pidfd);
-        return Err(LaunchError::Setup(e));
-    }
-    nix::unistd::write(&parent_end, b"G").map_err(|e| LaunchError::Start(e.into()))?;
-    let index = spec.hide.as_ref().map(|h| h.index.as_path());
-    let terminal = plan.tty.as_ref().map(|plan| Terminal { plan, raw });
-    for warning in ports.warnings() {
-        say(&format!("airlock: warning: {warning}"), raw.is_some());
-    }
-    let outcome = supervise(&pidfd, &parent_end, gates, index, terminal);
-    // Every forward ends with the sandbox: listeners closed, relays shut, the helper gone.
-    drop(ports);
-    outcome
+    Ok(init)
 }
 
 /// The sandbox's cgroup when `[sandbox.resources]` limits anything; an error refuses the launch.
@@ -275,7 +346,7 @@ fn write_id_maps(pid: libc::pid_t, uid: u32, gid: u32) -> Result<(), LaunchError
 
 /// Step 6: forward signals, relay the terminal, collect the workload's status, wait for init.
 fn supervise(
-    pidfd: &OwnedFd,
+    init: &mut Init,
     sock: &OwnedFd,
     gates: &mut dyn Gates,
     index: Option<&std::path::Path>,
@@ -302,7 +373,7 @@ fn supervise(
     let mut sock_open = true;
     loop {
         let mut fds = vec![
-            PollFd::new(pidfd.as_fd(), PollFlags::POLLIN),
+            PollFd::new(init.pidfd.as_fd(), PollFlags::POLLIN),
             PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
         ];
         let sock_at = if sock_open {
@@ -363,8 +434,7 @@ fn supervise(
                 && let Err(e) = gates.serve_egress(listener)
             {
                 // Fail closed: a sandbox in proxy mode never runs without its proxy.
-                let _ = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
-                wait_pidfd(pidfd);
+                init.kill();
                 return Err(LaunchError::Setup(format!(
                     "cannot start the egress proxy: {e}"
                 )));
@@ -386,13 +456,13 @@ fn supervise(
                     // The workload is in a session of its own, so a signal the terminal sent to
                     // this process group never reached it: init passes each one on, once.
                     _ => {
-                        let _ = sys::pidfd_send_signal(pidfd.as_fd(), info.ssi_signo as i32);
+                        let _ = sys::pidfd_send_signal(init.pidfd.as_fd(), info.ssi_signo as i32);
                     }
                 }
             }
         }
         if init_done {
-            wait_pidfd(pidfd);
+            init.wait();
             while report.read(sock) {}
             // A sandbox that ended before its pty reached the relay (a quick command on a busy
             // machine: one message is read per turn) still has its output in that pty.

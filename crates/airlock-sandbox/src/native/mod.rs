@@ -16,12 +16,13 @@ mod creds;
 mod forked;
 mod keeper;
 pub mod landlock;
-mod launch;
+pub(crate) mod launch;
 mod net;
 mod notify;
-mod rootfs;
+pub(crate) mod rootfs;
 pub mod seccomp;
-mod sys;
+pub mod stage;
+pub(crate) mod sys;
 mod tty;
 
 pub use child::SETUP_FAILED;

@@ -88,10 +88,27 @@ pub fn launch(
         }
         None => None,
     };
+    let backend = backend_for(args, &loaded.profile, &view, project)?;
+    if args.render {
+        // The redacted spec: what it names is shown as --print-spec shows it.
+        match backend.render(&spec.redacted()) {
+            Ok(Some(argv)) => println!("{}", shell_words(&argv)),
+            Ok(None) => println!(
+                "# the {} backend runs no command: airlock itself clones the sandbox",
+                backend.kind().as_str()
+            ),
+            Err(e) => bail!("{e}"),
+        }
+        return Ok(0);
+    }
     if args.print_spec {
         // Values `[sandbox.environment]` read from a file or a host variable are usually secrets.
         println!("{}", serde_json::to_string_pretty(&spec.redacted())?);
         return Ok(0);
+    }
+    let refused = backend.unsupported(&spec);
+    if !refused.is_empty() {
+        bail!("{}", refused.join("; "));
     }
     if args.explain {
         // The spec --print-spec prints, in words (it names variables, never their values).
@@ -189,7 +206,7 @@ pub fn launch(
             return Err(e);
         }
     };
-    let launched = native::run(&spec, &mut gates);
+    let launched = backend.launch(&spec, &mut gates);
     drop(bridge_grant);
     drop(lease);
     if let Some(git) = git {
@@ -445,6 +462,45 @@ impl native::Gates for EgressGate {
         self.proxy = Some(proxy);
         Ok(())
     }
+}
+
+/// The backend of this launch (see [`airlock_sandbox::backend::choose`]), bwrap resolved from a
+/// PATH entry outside the project and every sandbox-writable directory.
+fn backend_for(
+    args: &RunArgs,
+    profile: &airlock_config::Profile,
+    view: &airlock_tools::HostView,
+    project: &Path,
+) -> anyhow::Result<Box<dyn airlock_sandbox::backend::Backend>> {
+    use airlock_sandbox::backend;
+    let kind = backend::choose(
+        args.backend.map(crate::cli::BackendArg::kind),
+        profile.backend,
+        std::env::var_os("AIRLOCK_BACKEND").as_deref(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    let bwrap = match kind {
+        airlock_config::BackendKind::Bwrap => view.find_host_program("bwrap", project),
+        airlock_config::BackendKind::Native => None,
+    };
+    backend::select(kind, bwrap).map_err(anyhow::Error::msg)
+}
+
+/// `argv` as one line a shell reads back the same (single quotes where needed).
+fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            let plain = !a.is_empty()
+                && a.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
+            if plain {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The project and the sandbox state root `airlock run` would use from the current directory.

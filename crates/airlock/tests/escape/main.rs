@@ -66,11 +66,39 @@ fn suite(args: &[String]) -> i32 {
     i32::from(tally.failed > 0)
 }
 
-/// The two modes: the current user, then the unprivileged user, or why a mode cannot run
-/// (`Skip`: not possible here, printed per case; `Fail`: the harness itself broke).
+/// The modes: per backend available here (native always, bwrap when bubblewrap is installed),
+/// the current user, then the unprivileged user; or why a mode cannot run (`Skip`: not possible
+/// here, printed per case; `Fail`: the harness itself broke).
 fn modes() -> Vec<(String, Result<Mode, Failure>)> {
     let mut modes = Vec::new();
-    let current = Mode::new(None).map_err(prepare_failed);
+    for backend in ["native", "bwrap"] {
+        let missing = (backend == "bwrap" && !bwrap_installed()).then(|| {
+            Failure::Skip(
+                "bubblewrap is not installed (as root: apt-get install bubblewrap; scripts/test does)"
+                    .to_owned(),
+            )
+        });
+        for (name, mode) in users(backend) {
+            let mode = match &missing {
+                Some(Failure::Skip(why)) => Err(Failure::Skip(why.clone())),
+                _ => mode,
+            };
+            modes.push((format!("{name} {backend}"), mode));
+        }
+    }
+    modes
+}
+
+fn bwrap_installed() -> bool {
+    ["/usr/local/bin/bwrap", "/usr/bin/bwrap", "/bin/bwrap"]
+        .iter()
+        .any(|p| std::path::Path::new(p).is_file())
+}
+
+/// The current user, then the unprivileged user, each with `backend`.
+fn users(backend: &'static str) -> Vec<(String, Result<Mode, Failure>)> {
+    let mut modes = Vec::new();
+    let current = Mode::new(None, backend).map_err(prepare_failed);
     let label = current
         .as_ref()
         .map_or_else(|_| "current-user".to_owned(), |m| m.label.clone());
@@ -88,7 +116,7 @@ fn modes() -> Vec<(String, Result<Mode, Failure>)> {
             Some(u) if u.uid == 0 => Err(Failure::Fail(format!(
                 "AIRLOCK_TEST_USER={name} is uid 0, not an unprivileged user"
             ))),
-            Some(u) => Mode::new(Some(u)).map_err(prepare_failed),
+            Some(u) => Mode::new(Some(u), backend).map_err(prepare_failed),
         }
     };
     modes.push((name, unprivileged));

@@ -7,7 +7,7 @@ use super::{SetupError, attach, bind, fail, symlink};
 use crate::native::sys;
 
 /// The host device nodes bound into the sandbox's /dev.
-pub(super) const DEVICE_NODES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
+pub(crate) const DEVICE_NODES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 
 /// A minimal /dev: host device nodes bound in (mknod is refused in a user namespace), a private
 /// devpts instance, a tmpfs for shm, and the usual fd symlinks.

@@ -17,7 +17,7 @@ use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use super::sys;
 use crate::spec::MountOp;
 
-mod dev;
+pub(crate) mod dev;
 mod layers;
 mod target;
 

@@ -46,11 +46,13 @@ pub struct Mode {
     _bin_dir: tempfile::TempDir,
     pub airlock: PathBuf,
     pub probe: PathBuf,
+    /// The backend every launch of this mode uses (`AIRLOCK_BACKEND`).
+    pub backend: &'static str,
 }
 
 impl Mode {
     /// A mode running airlock as `user`, or as the current user when `None`.
-    pub fn new(user: Option<User>) -> io::Result<Mode> {
+    pub fn new(user: Option<User>, backend: &'static str) -> io::Result<Mode> {
         let bin_dir = tempfile::Builder::new()
             .prefix("airlock-escape-bin-")
             .tempdir()?;
@@ -77,6 +79,7 @@ impl Mode {
             _bin_dir: bin_dir,
             airlock,
             probe,
+            backend,
         })
     }
 
@@ -90,6 +93,7 @@ impl Mode {
             .env("LANG", "C.UTF-8")
             .env("USER", &self.label)
             .env("LOGNAME", &self.label)
+            .env("AIRLOCK_BACKEND", self.backend)
             .stdin(Stdio::null());
         // Whatever the suite itself inherited (cargo's jobserver pipe, a terminal's fds) must
         // not reach airlock: every fd above stderr is closed at exec unless a case hands one

@@ -1,0 +1,126 @@
+//! Backends: what turns a [`SandboxSpec`] into a running sandbox.
+//!
+//! Every backend takes the same spec and the same [`Gates`] (the egress proxy, the socket
+//! filters), and answers the same way: the workload's [`Outcome`] or a [`LaunchError`]. What a
+//! backend cannot honour in a spec is listed by [`Backend::unsupported`] and refuses the launch,
+//! so a sandbox is never weaker than the spec says. `docs/backends.md` compares them.
+
+pub mod bwrap;
+
+use std::path::PathBuf;
+
+pub use airlock_config::BackendKind;
+
+pub use crate::native::{Gates, LaunchError, NoGates, Outcome};
+use crate::spec::SandboxSpec;
+
+/// One way to launch a spec.
+pub trait Backend {
+    fn kind(&self) -> BackendKind;
+
+    /// What this backend cannot honour in `spec`, one sentence each naming the feature and the
+    /// alternative; a launch with any is refused.
+    fn unsupported(&self, spec: &SandboxSpec) -> Vec<String>;
+
+    /// The command line the backend would run for `spec` (`run --print-spec --render`), or `None`
+    /// when it runs none (native clones itself).
+    fn render(&self, spec: &SandboxSpec) -> Result<Option<Vec<String>>, String>;
+
+    /// Launches `spec`, serves `gates` while it runs, waits for its workload.
+    ///
+    /// Must be called while the process is single-threaded (see [`crate::native::run`]).
+    fn launch(&self, spec: &SandboxSpec, gates: &mut dyn Gates) -> Result<Outcome, LaunchError>;
+}
+
+/// airlock's own namespaces, root, Landlock and seccomp (`crate::native`).
+pub struct Native;
+
+impl Backend for Native {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Native
+    }
+
+    fn unsupported(&self, _spec: &SandboxSpec) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn render(&self, _spec: &SandboxSpec) -> Result<Option<Vec<String>>, String> {
+        Ok(None)
+    }
+
+    fn launch(&self, spec: &SandboxSpec, gates: &mut dyn Gates) -> Result<Outcome, LaunchError> {
+        crate::native::run(spec, gates)
+    }
+}
+
+/// The backend a launch uses: `--backend`, else `[sandbox] backend`, else `$AIRLOCK_BACKEND`,
+/// else native. A value of the variable that names no backend is an error.
+pub fn choose(
+    flag: Option<BackendKind>,
+    config: Option<BackendKind>,
+    env: Option<&std::ffi::OsStr>,
+) -> Result<BackendKind, String> {
+    if let Some(kind) = flag.or(config) {
+        return Ok(kind);
+    }
+    match env {
+        None => Ok(BackendKind::Native),
+        Some(value) if value.is_empty() => Ok(BackendKind::Native),
+        Some(value) => value.to_str().and_then(BackendKind::parse).ok_or_else(|| {
+            format!(
+                "AIRLOCK_BACKEND={:?} names no backend; use one of: {}",
+                value.to_string_lossy(),
+                BackendKind::ALL.map(BackendKind::as_str).join(", ")
+            )
+        }),
+    }
+}
+
+/// The backend of `kind`, with the host programs it runs already resolved (`bwrap`: the
+/// bubblewrap binary from a trusted PATH entry; `None` when it was not found).
+pub fn select(kind: BackendKind, bwrap: Option<PathBuf>) -> Result<Box<dyn Backend>, String> {
+    match kind {
+        BackendKind::Native => Ok(Box::new(Native)),
+        BackendKind::Bwrap => match bwrap {
+            Some(program) => Ok(Box::new(bwrap::Bwrap::new(program)?)),
+            None => Err(
+                "the bwrap backend needs bubblewrap, which is not on PATH (as root: apt-get \
+                 install bubblewrap); or use --backend native"
+                    .into(),
+            ),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn the_flag_wins_then_the_config_then_the_variable() {
+        let (n, b) = (BackendKind::Native, BackendKind::Bwrap);
+        let bw = Some(OsStr::new("bwrap"));
+        assert_eq!(choose(Some(n), Some(b), bw), Ok(n));
+        assert_eq!(choose(None, Some(n), bw), Ok(n));
+        assert_eq!(choose(None, None, bw), Ok(b));
+        assert_eq!(choose(None, None, None), Ok(n));
+        assert_eq!(choose(None, None, Some(OsStr::new(""))), Ok(n));
+    }
+
+    #[test]
+    fn a_variable_naming_no_backend_is_refused_with_the_choices() {
+        let e = choose(None, None, Some(OsStr::new("docker"))).unwrap_err();
+        assert!(e.contains("AIRLOCK_BACKEND=\"docker\""), "{e}");
+        assert!(e.contains("native, bwrap"), "{e}");
+        // The flag still wins over a bad variable.
+        assert!(choose(Some(BackendKind::Native), None, Some(OsStr::new("x"))).is_ok());
+    }
+
+    #[test]
+    fn bwrap_without_bubblewrap_says_how_to_get_it() {
+        let e = select(BackendKind::Bwrap, None).err().unwrap();
+        assert!(e.contains("apt-get install bubblewrap"), "{e}");
+        assert!(e.contains("--backend native"), "{e}");
+    }
+}
