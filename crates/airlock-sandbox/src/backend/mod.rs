@@ -92,6 +92,64 @@ pub fn select(kind: BackendKind, bwrap: Option<PathBuf>) -> Result<Box<dyn Backe
     }
 }
 
+/// `airlock doctor`'s rows: the backend a launch here would use and why, then whether each
+/// backend can run on this machine (`bwrap`: the resolved bubblewrap, if any).
+pub fn doctor_rows(
+    selected: Result<BackendKind, String>,
+    why: &str,
+    bwrap: Option<&std::path::Path>,
+) -> Vec<crate::doctor::Check> {
+    use crate::doctor::{Check, Status};
+    let mut rows = vec![match selected {
+        Ok(kind) => Check {
+            name: "backend",
+            status: Status::Ok,
+            detail: format!("{} ({why})", kind.as_str()),
+            fix: None,
+        },
+        Err(e) => Check {
+            name: "backend",
+            status: Status::Fail,
+            detail: e,
+            fix: Some("set AIRLOCK_BACKEND to native or bwrap, or unset it".into()),
+        },
+    }];
+    rows.push(Check {
+        name: "backend native",
+        status: Status::Ok,
+        detail: "built in: airlock's own namespaces, root, Landlock and seccomp (the rows below \
+                 say what this kernel gives it)"
+            .into(),
+        fix: None,
+    });
+    rows.push(match bwrap {
+        Some(program) => match bwrap::Bwrap::version(program) {
+            Some(version) => Check {
+                name: "backend bwrap",
+                status: Status::Ok,
+                detail: format!(
+                    "{} ({version}); overlay-mode mounts are refused with it",
+                    program.display()
+                ),
+                fix: None,
+            },
+            None => Check {
+                name: "backend bwrap",
+                status: Status::Warn,
+                detail: format!("{} does not answer --version", program.display()),
+                fix: Some("reinstall bubblewrap (apt-get install --reinstall bubblewrap)".into()),
+            },
+        },
+        None => Check {
+            name: "backend bwrap",
+            status: Status::Warn,
+            detail: "bubblewrap is not on PATH (outside the project and home)".into(),
+            fix: Some("as root: apt-get install bubblewrap (only for --backend bwrap)".into()),
+        },
+    });
+    rows
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -148,7 +148,23 @@ pub fn doctor_rows() -> Vec<Check> {
     };
     let mut rows = vec![config, network_row(&loaded.profile)];
     rows.extend(credentials_row(&loaded.profile));
+    rows.extend(backend_rows(&loaded.profile));
     rows
+}
+
+/// The backend a launch from here uses and why, and each backend's availability.
+fn backend_rows(profile: &airlock_config::Profile) -> Vec<Check> {
+    let env = std::env::var_os("AIRLOCK_BACKEND").filter(|v| !v.is_empty());
+    let why = match (profile.backend, &env) {
+        (Some(_), _) => "[sandbox] backend",
+        (None, Some(_)) => "$AIRLOCK_BACKEND",
+        (None, None) => "the default; run --backend or [sandbox] backend choose another",
+    };
+    let selected = airlock_sandbox::backend::choose(None, profile.backend, env.as_deref());
+    let home = XdgPaths::from_env().map(|p| p.home).unwrap_or_default();
+    let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
+    let bwrap = airlock_tools::HostView::from_env(&home).find_host_program("bwrap", &cwd);
+    airlock_sandbox::backend::doctor_rows(selected, why, bwrap.as_deref())
 }
 
 /// The agents that read a variable a preset sets to the placeholder.
