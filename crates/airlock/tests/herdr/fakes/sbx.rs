@@ -8,6 +8,7 @@
 //! - `FAKE_SBX_MISSING_BINARIES=a,b`: `command -v` fails silently for them.
 //! - `FAKE_SBX_ATTACH_HOLD=<file>`: an interactive session runs until the file exists.
 //! - `FAKE_SBX_ATTACH_EXIT=<code>`, `FAKE_SBX_SETUP_EXIT=<code>`.
+//! - `FAKE_SBX_ON_LS=<sh command>`: run before `ls` answers (a race during a listing).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -99,6 +100,9 @@ pub fn main(argv: Vec<String>) -> i32 {
 }
 
 fn ls() -> i32 {
+    if let Ok(script) = std::env::var("FAKE_SBX_ON_LS") {
+        let _ = Command::new("sh").args(["-c", &script]).status();
+    }
     let list = with_state(STATE, |s| {
         s.get("sandboxes").cloned().unwrap_or_else(|| json!({}))
     });
