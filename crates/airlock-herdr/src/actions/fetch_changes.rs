@@ -80,7 +80,13 @@ pub fn run(app: &App) -> Result<Outcome> {
         .field("paneId", m.pane_id.clone())
         .field("remote", remote.clone())
         .field("transport", transport)
-        .field("branches", branches.clone())
+        .field(
+            "branches",
+            branches
+                .iter()
+                .map(|b| format!("{remote}/{b}"))
+                .collect::<Vec<_>>(),
+        )
         .field("keep", keep.clone());
     for n in notes {
         out = out.line(n);

@@ -170,7 +170,8 @@ pub fn unreadable_ls_is_never_gone() -> Outcome {
         check!(
             list.ok()
                 && list.result["mappings"][0]["exists"].is_null()
-                && list.result["sandboxError"].is_string(),
+                && list.result["sandboxError"]["kind"] == "unknown"
+                && list.result["sandboxError"]["message"].is_string(),
             "{format}: {}",
             list.show()
         );

@@ -65,7 +65,8 @@ pub fn fetch_via_bundle() -> Outcome {
         .cloned()
         .unwrap_or_default();
     check!(
-        branches.contains(&json!("agent-work")) && branches.contains(&json!("main")),
+        branches.contains(&json!(format!("{remote}/agent-work")))
+            && branches.contains(&json!(format!("{remote}/main"))),
         "branches {branches:?}"
     );
     check!(
