@@ -8,9 +8,15 @@ use crate::store::LifecycleState;
 
 pub fn run(app: &App) -> Result<Outcome> {
     let config = app.config()?;
-    let m = super::target_mapping(app)?;
     let herdr = app.herdr()?;
-    let pane = herdr.get_pane(&m.pane_id)?;
+    let target = super::target::resolve(app, &herdr)?;
+    super::target::refuse_focused_agent(app, &target, "stop the sandbox")?;
+    let m = target.mapping.clone();
+    let pane = if target.orphan {
+        None
+    } else {
+        herdr.get_pane(&m.pane_id)?
+    };
     lifecycle::guard_idle(&m, pane.as_ref(), true)?;
     let backend = app.backend(&config)?;
     let sbx: &dyn SandboxBackend = backend.as_ref();
