@@ -7,6 +7,7 @@ pub mod git;
 pub mod locks;
 pub mod misc;
 pub mod parity_deletion;
+pub mod parity_more;
 pub mod parity_panes;
 pub mod parity_shapes;
 pub mod recovery;
@@ -189,6 +190,22 @@ pub const CASES: &[Case] = &[
     (
         "parity_7_config_strictness",
         parity_shapes::config_strictness,
+    ),
+    (
+        "parity_1_shell_protects_a_rehomed_sandbox",
+        parity_more::shell_protects_a_rehomed_sandbox,
+    ),
+    (
+        "parity_7_swallowed_command_moves_next_to_the_user",
+        parity_more::swallowed_command_moves_next_to_the_user,
+    ),
+    (
+        "parity_7_fetch_changes_records_what_it_learns",
+        parity_more::fetch_changes_records_what_it_learns,
+    ),
+    (
+        "parity_7_garbage_context_is_startup",
+        parity_more::garbage_context_is_startup,
     ),
     ("locks_hammer_8_processes", locks::hammer_8_processes),
     (

@@ -1,0 +1,190 @@
+//! Parity with the original plugin (issue #16), the remaining scenarios of its suite: a swallowed
+//! command re-homed next to the user, an open shell protecting a re-homed sandbox, fetch-changes
+//! recording what it learns about the sandbox, the keep command, and a garbage context.
+
+use serde_json::json;
+
+use crate::check;
+use crate::world::{Outcome, World};
+
+/// A pane that swallows the typed command: the fresh pane opens next to the user (not next to
+/// the busy pane), the old one is relabelled `<label> (moved to <pane>)`, the moved mapping
+/// records where it came from; `HERDR_SBX_BRIDGE_START_TIMEOUT_MS` sets the wait.
+pub fn swallowed_command_moves_next_to_the_user() -> Outcome {
+    let mut w = World::new();
+    let repo = w.git_repo("repo");
+    let (pane, name) = w.start_agent(&repo)?;
+    let label = w.herdr_state(|s| s["panes"][&pane]["label"].clone());
+    w.herdr_state(|s| s["panes"][&pane]["swallow"] = json!(true));
+    w.set("HERDR_SBX_ACK_TIMEOUT_MS", "");
+    w.set("HERDR_SBX_BRIDGE_START_TIMEOUT_MS", "300");
+    let started = std::time::Instant::now();
+    let run = w.action("reconnect", w.ctx_pane("w1:p1"));
+    let moved = run.result["movedTo"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    check!(
+        run.result
+            == json!({"schemaVersion": 1, "plugin": "airlock.sandbox", "action": "reconnect", "ok": true,
+                "paneId": moved, "sandboxName": name, "agentKind": "claude-code", "mode": "start",
+                "adoptedFrom": null, "movedTo": moved}),
+        "{}",
+        run.show()
+    );
+    check!(
+        started.elapsed() < std::time::Duration::from_millis(2500),
+        "waited {:?}, not the 4 s default",
+        started.elapsed()
+    );
+    let split = w
+        .argv_log("FAKE_HERDR_LOG")
+        .into_iter()
+        .rfind(|a| a.len() > 2 && a[0] == "pane" && a[1] == "split")
+        .ok_or("split")?;
+    check!(split[2] == "w1:p1", "next to the user: {split:?}");
+    let old = w.herdr_state(|s| s["panes"][&pane]["label"].clone());
+    check!(
+        old == json!(format!(
+            "{} (moved to {moved})",
+            label.as_str().unwrap_or("")
+        )),
+        "relabelled {old}"
+    );
+    let m = w.mapping(&moved).ok_or("moved mapping")?;
+    check!(
+        m["adoptedFrom"] == pane.as_str() && m["sourcePaneId"] == "w1:p1",
+        "{m}"
+    );
+    w.wait_for_bridge_exit(&moved)?;
+    Ok(())
+}
+
+/// A shell opened under the old pane still protects the sandbox after reconnect re-homed the
+/// mapping: forget-mapping refuses, nothing is deleted.
+pub fn shell_protects_a_rehomed_sandbox() -> Outcome {
+    let mut w = World::new();
+    w.add_pane("wP:p1", "wP");
+    let repo = w.git_repo("repo");
+    let (pane, name) = w.start_agent(&repo)?;
+    let hold = w.root.join("release");
+    w.set("FAKE_SBX_ATTACH_HOLD", &hold.display().to_string());
+    w.set("FAKE_SBX_ATTACH_HOLD_MATCH", "bash");
+    let run = w.action("open-shell", w.ctx_pane(&pane));
+    check!(run.ok(), "{}", run.show());
+    w.wait_for("the shell to register", || {
+        w.mapping(&pane)
+            .is_some_and(|m| m["shells"].as_array().is_some_and(|s| s.len() == 1))
+    })?;
+    w.remove_pane(&pane);
+    let run = w.action("reconnect", w.ctx_in(Some("wP"), "wP:p1"));
+    let adopted = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+    check!(
+        run.ok() && run.result["adoptedFrom"] == pane.as_str(),
+        "{}",
+        run.show()
+    );
+    w.wait_for_bridge_exit(&adopted)?;
+    let m = w.mapping(&adopted).ok_or("adopted")?;
+    check!(
+        m["shells"][0]["paneId"] == pane.as_str(),
+        "the shell record travels with its own pane id: {m}"
+    );
+    let ctx = json!({"workspace_id": "wP", "focused_pane_id": adopted}).to_string();
+    let forget = || {
+        w.action_with(
+            "forget-mapping",
+            Some(&ctx),
+            &[("FAKE_HERDR_POPUP_INPUT", "DELETE\n")],
+        )
+    };
+    let run = forget();
+    check!(run.refused_as_conflict("open-shell"), "{}", run.show());
+    check!(
+        w.sandbox(&name).is_some(),
+        "nothing deleted under the shell"
+    );
+    let shell_pid = m["shells"][0]["pid"].as_u64().unwrap_or(0) as u32;
+    std::fs::write(&hold, "").map_err(|e| e.to_string())?;
+    // Its record stays on the moved mapping; it stops counting once the process is gone.
+    w.wait_for("the shell to leave", || {
+        !airlock_herdr::proc::pid_alive(shell_pid)
+    })?;
+    let run = forget();
+    check!(
+        run.ok() && w.sandbox(&name).is_none(),
+        "deleted once the shell left: {}",
+        run.show()
+    );
+    Ok(())
+}
+
+/// fetch-changes marks a vanished sandbox `missing`, and a mapping marked missing whose sandbox
+/// turns out to exist `created`; the keep command names the repository (`git -C`).
+pub fn fetch_changes_records_what_it_learns() -> Outcome {
+    let w = World::new();
+    let repo = w.git_repo("repo");
+    w.write_config(json!({"workspaceMode": "clone"}));
+    let (pane, name) = w.start_agent(&repo)?;
+    let clone = w.root.join("sbx-root").join(&name).join("clone");
+    w.git(&clone, &["checkout", "-q", "-b", "agent-work"]);
+    std::fs::write(clone.join("a.txt"), "a\n").map_err(|e| e.to_string())?;
+    w.git(&clone, &["add", "a.txt"]);
+    w.git(&clone, &["commit", "-q", "-m", "work"]);
+    w.modify_mapping(&pane, |m| {
+        m.lifecycle_state = airlock_herdr::store::LifecycleState::Missing;
+    })?;
+    let run = w.action("fetch-changes", w.ctx_pane(&pane));
+    let remote = format!("sandbox-{name}");
+    check!(
+        run.ok()
+            && run.result["keep"][0]["command"]
+                == format!(
+                    "git -C {} branch agent-work {remote}/agent-work",
+                    repo.display()
+                )
+                .as_str(),
+        "{}",
+        run.show()
+    );
+    check!(
+        w.mapping(&pane)
+            .is_some_and(|m| m["lifecycleState"] == "created"),
+        "a sandbox that exists is created, not ready"
+    );
+    w.sbx_state(|s| s["sandboxes"].as_object_mut().map(|m| m.remove(&name)));
+    let run = w.action("fetch-changes", w.ctx_pane(&pane));
+    check!(
+        !run.ok()
+            && run.kind() == "not-found"
+            && run.result["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("no longer exists")),
+        "{}",
+        run.show()
+    );
+    check!(
+        w.mapping(&pane)
+            .is_some_and(|m| m["lifecycleState"] == "missing"),
+        "marked missing"
+    );
+    Ok(())
+}
+
+/// An invocation context that is not JSON is a `startup` failure, as in the original.
+pub fn garbage_context_is_startup() -> Outcome {
+    let w = World::new();
+    for action in ["doctor", "list-sandboxes", "info"] {
+        let run = w.action_with(action, Some("{oops"), &[]);
+        check!(
+            !run.ok()
+                && run.kind() == "startup"
+                && run.result["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("HERDR_PLUGIN_CONTEXT_JSON")),
+            "{action}: {}",
+            run.show()
+        );
+    }
+    Ok(())
+}
