@@ -11,7 +11,7 @@ use crate::proc;
 use crate::store::PaneMapping;
 
 /// How long reconnect and replace-sandbox wait for the bridge to acknowledge a launch before
-/// moving to a fresh pane (`HERDR_SBX_ACK_TIMEOUT_MS`).
+/// moving to a fresh pane (`HERDR_SBX_BRIDGE_START_TIMEOUT_MS`, or `HERDR_SBX_ACK_TIMEOUT_MS`).
 pub const ACK_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// The command typed into `pane` for `mode`, with `HERDR_AGENT` on the host-visible process.
@@ -68,7 +68,11 @@ pub fn launch_with_fallback(
         pane,
         &bridge_command(app, config, &m, mode, pane, &launch_id)?,
     )?;
-    let deadline = Instant::now() + proc::env_duration("HERDR_SBX_ACK_TIMEOUT_MS", ACK_TIMEOUT);
+    let wait = proc::env_duration(
+        "HERDR_SBX_BRIDGE_START_TIMEOUT_MS",
+        proc::env_duration("HERDR_SBX_ACK_TIMEOUT_MS", ACK_TIMEOUT),
+    );
+    let deadline = Instant::now() + wait;
     while Instant::now() < deadline {
         if acked(app, pane, &launch_id) {
             return Ok(Launched {
@@ -78,15 +82,22 @@ pub fn launch_with_fallback(
         }
         std::thread::sleep(Duration::from_millis(25));
     }
+    // The fresh pane opens next to the user, who may be working elsewhere.
+    let source = app.focused_pane()?.unwrap_or_else(|| pane.to_owned());
     let cwd = entry_cwd(&m);
-    let fresh = herdr.split_pane(pane, "right", 0.5, cwd.as_deref(), true)?;
+    let fresh = herdr.split_pane(&source, "right", 0.5, cwd.as_deref(), true)?;
+    let adoption = Adoption {
+        from: pane.to_owned(),
+        workspace: app.workspace()?.or_else(|| m.workspace_id.clone()),
+        source: Some(source),
+    };
     // The bridge may have started while the split ran: then the fresh pane is not needed.
     let moved = (|| {
         let _lock = app.store.lock(pane)?;
         if acked(app, pane, &launch_id) {
             return Ok(false);
         }
-        move_mapping(app, pane, &fresh, None).map(|_| true)
+        move_mapping(app, pane, &fresh, Some(&adoption)).map(|_| true)
     })();
     let moved = match moved {
         Ok(moved) => moved,
@@ -102,7 +113,10 @@ pub fn launch_with_fallback(
             moved_to: None,
         });
     }
-    let _ = herdr.rename_pane(pane, &format!("moved to {fresh}"));
+    let label = pane_label(&m.agent_kind, &m.sandbox_name);
+    if let Err(e) = herdr.rename_pane(pane, &format!("{label} (moved to {fresh})")) {
+        eprintln!("could not relabel pane {pane}: {e}");
+    }
     let m = app.store.require(&fresh)?;
     let launch_id = proc::random_hex(8);
     herdr.run_in_pane(

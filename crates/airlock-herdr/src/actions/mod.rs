@@ -76,7 +76,8 @@ pub fn run(action: &str) -> i32 {
         .as_ref()
         .map_or(PLUGIN_ID, |a| a.plugin_id.as_str())
         .to_owned();
-    match app.and_then(|app| dispatch(&app, action)) {
+    // herdr's context is read once up front: garbage there fails every action the same way.
+    match app.and_then(|app| app.context().and_then(|_| dispatch(&app, action))) {
         Ok(outcome) => {
             println!("{}", result::success(&plugin, action, outcome.fields));
             for line in outcome.text {
