@@ -207,6 +207,10 @@ pub const CASES: &[Case] = &[
         "parity_7_garbage_context_is_startup",
         parity_more::garbage_context_is_startup,
     ),
+    (
+        "parity_6_links_rows_and_toasts",
+        parity_more::links_rows_and_toasts,
+    ),
     ("locks_hammer_8_processes", locks::hammer_8_processes),
     (
         "locks_kill_9_leaves_a_reclaimable_lock",

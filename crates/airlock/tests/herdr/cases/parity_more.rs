@@ -188,3 +188,55 @@ pub fn garbage_context_is_startup() -> Outcome {
     }
     Ok(())
 }
+
+/// open-port follows a link to any sandbox a mapping still tracks (one it replaced included);
+/// list-sandboxes rows always carry `paneError` (null when herdr answered); stop, forget-mapping
+/// and replace-sandbox show a toast, as start-agent does.
+pub fn links_rows_and_toasts() -> Outcome {
+    let mut w = World::new();
+    let repo = w.git_repo("repo");
+    w.write_config(json!({"publish": ["3000"]}));
+    let (pane, first) = w.start_agent(&repo)?;
+    w.remove_pane(&pane);
+    w.herdr_state(|s| s["reuse_ids"] = json!([pane]));
+    let (again, _) = w.start_agent(&repo)?;
+    check!(again == pane, "herdr handed the id out again");
+    let opener = w.root.join("bin/fake-opener");
+    std::fs::write(&opener, "#!/bin/sh\nexit 0\n").map_err(|e| e.to_string())?;
+    std::fs::set_permissions(&opener, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .map_err(|e| e.to_string())?;
+    w.set("HERDR_SBX_OPENER", &opener.display().to_string());
+    let run = w.action(
+        "open-port",
+        json!({"clicked_url": format!("airlock://{first}/3000")}),
+    );
+    check!(
+        run.ok() && run.result["sandboxName"] == first.as_str() && run.result["hostPort"] == 43000,
+        "a replaced but tracked sandbox: {}",
+        run.show()
+    );
+    let list = w.action("list-sandboxes", json!({}));
+    let row = list.result["mappings"][0]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    check!(
+        row.get("paneError") == Some(&serde_json::Value::Null),
+        "paneError present and null: {}",
+        list.show()
+    );
+    let toasts = |w: &World| {
+        w.argv_log("FAKE_HERDR_LOG")
+            .iter()
+            .filter(|a| a.len() > 2 && a[0] == "notification" && a[1] == "show")
+            .count()
+    };
+    for action in ["stop", "replace-sandbox", "forget-mapping"] {
+        let before = toasts(&w);
+        w.wait_for_bridge_exit(&pane)?;
+        let run = w.confirmed_action(action, &pane);
+        check!(run.ok(), "{action}: {}", run.show());
+        check!(toasts(&w) == before + 1, "{action} shows a toast");
+    }
+    Ok(())
+}
