@@ -76,6 +76,12 @@ fn handle(app: &App) -> Result<(serde_json::Map<String, Value>, bool)> {
             }
         }
     }
+    if !deleted.is_empty() {
+        herdr.notify(
+            "Docker Sandboxes removed",
+            &format!("{} (worktree {path} was removed)", deleted.join(", ")),
+        );
+    }
     let clean = failures.is_empty();
     fields.insert("deleted".into(), json!(deleted));
     fields.insert("failures".into(), json!(failures));

@@ -61,9 +61,7 @@ pub fn list_rows(
                 "status": sandbox.flatten().and_then(|s| s.status.clone()),
                 "ports": sandbox.flatten().map(|s| s.ports.iter().map(|p| p.sandbox_port).collect::<Vec<_>>()),
             });
-            if let Some(e) = &pane_error {
-                row["paneError"] = json!(e);
-            }
+            row["paneError"] = json!(pane_error);
             row
         })
         .collect();

@@ -65,6 +65,7 @@ pub fn forget(app: &App) -> Result<Outcome> {
     let (deleted, _) = confirmed_destroy(app, &herdr, backend.as_ref(), &target, "forget-mapping")?;
     let m = &target.mapping;
     drop_mapping(app, &m.pane_id)?;
+    herdr.notify("Docker Sandbox deleted", &m.deletion_targets().join(", "));
     Ok(Outcome::default()
         .field("paneId", m.pane_id.clone())
         .field("sandboxName", m.sandbox_name.clone())
@@ -125,6 +126,14 @@ pub fn replace(app: &App) -> Result<Outcome> {
     // The history is built from the mapping as it is now: re-homing may have absorbed a displaced
     // mapping's sandboxes, and every earlier round stays listed.
     app.store.modify(&pane, |cur| {
+        // Another process claimed the mapping meanwhile: it owns it now; what was deleted is
+        // already recorded for it.
+        if let Some(d) = cur.deletion.as_ref().filter(|d| d.pid != std::process::id()) {
+            return Err(PluginError::conflict(format!(
+                "The mapping of pane {} was taken over by process {} while its sandboxes were deleted; no replacement was started.",
+                cur.pane_id, d.pid
+            )));
+        }
         cur.replaces_sandbox_names = cur.tracked_names();
         for name in deleted.deleted.iter().chain(&deleted.already_missing) {
             if !cur.deleted_sandbox_names.contains(name) {
@@ -147,6 +156,10 @@ pub fn replace(app: &App) -> Result<Outcome> {
         eprintln!("could not relabel pane {pane}: {e}");
     }
     let launched = launch_with_fallback(app, &config, &herdr, &pane, "start")?;
+    herdr.notify(
+        "Docker Sandbox replaced",
+        &format!("{} deleted, {fresh_name} starting", m.sandbox_name),
+    );
     Ok(Outcome::default()
         .field("paneId", launched.pane_id.clone())
         .field("sandboxName", fresh_name.clone())

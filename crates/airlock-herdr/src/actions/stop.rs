@@ -2,7 +2,7 @@
 
 use crate::app::{App, Outcome};
 use crate::backend::SandboxBackend;
-use crate::error::{ErrorKind, Result};
+use crate::error::{ErrorKind, PluginError, Result};
 use crate::lifecycle;
 use crate::store::LifecycleState;
 
@@ -30,12 +30,23 @@ pub fn run(app: &App) -> Result<Outcome> {
             })?;
             return Err(e);
         }
+        // sbx refuses while a session is attached that the guards could not see.
+        Err(e) if e.kind == ErrorKind::Conflict => {
+            return Err(PluginError {
+                message: format!(
+                    "{} Exit the agent and any open-shell pane attached to {} first.",
+                    e.message, m.sandbox_name
+                ),
+                ..e
+            });
+        }
         Err(e) => return Err(e),
     }
     app.store.modify(&m.pane_id, |cur| {
         cur.lifecycle_state = LifecycleState::Stopped;
         Ok(())
     })?;
+    herdr.notify("Docker Sandbox stopped", &m.sandbox_name);
     Ok(Outcome::default()
         .field("paneId", m.pane_id.clone())
         .field("sandboxName", m.sandbox_name.clone())
