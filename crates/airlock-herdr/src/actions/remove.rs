@@ -32,13 +32,7 @@ fn confirmed_destroy(
         herdr.get_pane(&m.pane_id)?
     };
     lifecycle::guard_idle(m, pane.as_ref(), true)?;
-    confirm::ask(
-        app,
-        herdr,
-        action,
-        std::slice::from_ref(&m.pane_id),
-        &m.deletion_targets(),
-    )?;
+    confirm::ask(app, herdr, action, std::slice::from_ref(m))?;
     let deleted = lifecycle::destroy(&app.store, sbx, &m.pane_id, Some(&m.revision))?;
     Ok((deleted, pane.is_some()))
 }
@@ -182,12 +176,7 @@ pub fn confirm_batch(
     mappings: &[PaneMapping],
     action: &str,
 ) -> Result<bool> {
-    let panes: Vec<String> = mappings.iter().map(|m| m.pane_id.clone()).collect();
-    let names: Vec<String> = mappings
-        .iter()
-        .flat_map(PaneMapping::deletion_targets)
-        .collect();
-    match confirm::ask(app, herdr, action, &panes, &names) {
+    match confirm::ask(app, herdr, action, mappings) {
         Ok(()) => Ok(true),
         Err(e) if e.kind == ErrorKind::Cancelled => Ok(false),
         Err(e) => Err(e),

@@ -211,6 +211,10 @@ pub const CASES: &[Case] = &[
         "parity_6_links_rows_and_toasts",
         parity_more::links_rows_and_toasts,
     ),
+    (
+        "parity_7_popup_warns_about_clone_mode_work",
+        parity_more::popup_warns_about_clone_mode_work,
+    ),
     ("locks_hammer_8_processes", locks::hammer_8_processes),
     (
         "locks_kill_9_leaves_a_reclaimable_lock",

@@ -240,3 +240,31 @@ pub fn links_rows_and_toasts() -> Outcome {
     }
     Ok(())
 }
+
+/// The DELETE popup says what deleting does, and warns that a clone-mode sandbox's commits exist
+/// only inside it.
+pub fn popup_warns_about_clone_mode_work() -> Outcome {
+    let w = World::new();
+    let repo = w.git_repo("repo");
+    w.write_config(json!({"workspaceMode": "clone"}));
+    let (pane, name) = w.start_agent(&repo)?;
+    w.remove_pane(&pane);
+    let run = w.action_with(
+        "prune-mappings",
+        Some("{}"),
+        &[("FAKE_HERDR_POPUP_INPUT", "keep\n")],
+    );
+    check!(
+        run.ok() && run.result["orphansConfirmed"] == false,
+        "{}",
+        run.show()
+    );
+    w.wait_for("the popup's text", || {
+        let out = w.pane_outputs();
+        out.contains("1 sandbox has lost their herdr pane. DELETE removes it permanently")
+            && out.contains(&format!(
+                "Clone mode: {name}'s commits exist only inside it"
+            ))
+    })?;
+    Ok(())
+}
