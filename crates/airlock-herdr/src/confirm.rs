@@ -127,11 +127,11 @@ pub fn consequence(action: &str, mappings: &[PaneMapping]) -> String {
             format!("{them} deleted permanently, then a fresh one is created for this pane.")
         }
         "prune-mappings" => format!(
-            "{} lost their herdr pane. DELETE removes {it_them} permanently; anything else keeps {it_them} (reconnect adopts a single orphan).",
+            "{} herdr pane. DELETE removes {it_them} permanently; anything else keeps {it_them} (reconnect adopts a single orphan).",
             if n == 1 {
-                "1 sandbox has".to_owned()
+                "1 sandbox has lost its".to_owned()
             } else {
-                format!("{n} sandboxes have")
+                format!("{n} sandboxes have lost their")
             }
         ),
         "worktree.removed" => format!(

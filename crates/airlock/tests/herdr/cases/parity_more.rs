@@ -261,7 +261,7 @@ pub fn popup_warns_about_clone_mode_work() -> Outcome {
     );
     w.wait_for("the popup's text", || {
         let out = w.pane_outputs();
-        out.contains("1 sandbox has lost their herdr pane. DELETE removes it permanently")
+        out.contains("1 sandbox has lost its herdr pane. DELETE removes it permanently")
             && out.contains(&format!(
                 "Clone mode: {name}'s commits exist only inside it"
             ))
