@@ -215,6 +215,10 @@ pub const CASES: &[Case] = &[
         "parity_7_popup_warns_about_clone_mode_work",
         parity_more::popup_warns_about_clone_mode_work,
     ),
+    (
+        "parity_1_fetch_and_open_port_reach_an_orphan",
+        parity_more::fetch_and_open_port_reach_an_orphan,
+    ),
     ("locks_hammer_8_processes", locks::hammer_8_processes),
     (
         "locks_kill_9_leaves_a_reclaimable_lock",

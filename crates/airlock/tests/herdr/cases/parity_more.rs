@@ -268,3 +268,39 @@ pub fn popup_warns_about_clone_mode_work() -> Outcome {
     })?;
     Ok(())
 }
+
+/// A clone-mode orphan of another workspace: its commits can still be fetched and its port
+/// opened from where the user is, before anything is deleted (the lost-work case).
+pub fn fetch_and_open_port_reach_an_orphan() -> Outcome {
+    let mut w = World::new();
+    w.add_pane("wC:p1", "wC");
+    w.add_pane("wP:p1", "wP");
+    let repo = w.git_repo("repo");
+    w.write_config(json!({"workspaceMode": "clone", "publish": ["8080:3000"]}));
+    let (orphan, name) = w.start_agent_from(&repo, Some("wC"), "wC:p1")?;
+    let clone = w.root.join("sbx-root").join(&name).join("clone");
+    w.git(&clone, &["checkout", "-q", "-b", "agent-work"]);
+    std::fs::write(clone.join("a.txt"), "a\n").map_err(|e| e.to_string())?;
+    w.git(&clone, &["add", "a.txt"]);
+    w.git(&clone, &["commit", "-q", "-m", "work"]);
+    w.remove_pane(&orphan);
+    let from_p = w.ctx_in(Some("wP"), "wP:p1");
+    let run = w.action("fetch-changes", from_p.clone());
+    check!(
+        run.ok()
+            && run.result["paneId"] == orphan.as_str()
+            && run.result["branches"]
+                .as_array()
+                .is_some_and(|b| b.contains(&json!(format!("sandbox-{name}/agent-work")))),
+        "{}",
+        run.show()
+    );
+    w.set("HERDR_SBX_OPENER", "/bin/true");
+    let run = w.action("open-port", from_p);
+    check!(
+        run.ok() && run.result["sandboxName"] == name.as_str() && run.result["hostPort"] == 8080,
+        "{}",
+        run.show()
+    );
+    Ok(())
+}
