@@ -17,7 +17,11 @@ pub fn run(app: &App) -> Result<Outcome> {
     let root = mount_root(&ctx, &app.home)?;
     let agent = config.agent(&config.agent_kind)?;
     // Refuse a path the pane shell cannot quote before anything is created.
-    pane_command(&[], &app.bridge_argv("start", "probe", Some("0"), None))?;
+    let sbx_bin = app.sbx(&config).ok().map(|s| s.bin);
+    pane_command(
+        &[],
+        &app.bridge_argv("start", "probe", Some("0"), sbx_bin.as_deref()),
+    )?;
     shell_quote(&root.local_path)?;
     // sbx must answer (daemon up, signed in) before a pane opens: otherwise the pane would only
     // show the failure, and the mapping would stay provisional.
