@@ -33,7 +33,7 @@ pub fn swallowed_command_moves_next_to_the_user() -> Outcome {
         run.show()
     );
     check!(
-        started.elapsed() < std::time::Duration::from_millis(2500),
+        started.elapsed() < std::time::Duration::from_millis(3500),
         "waited {:?}, not the 4 s default",
         started.elapsed()
     );
