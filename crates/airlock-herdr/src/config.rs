@@ -354,6 +354,25 @@ mod tests {
     }
 
     #[test]
+    fn arrays_and_repeated_keys_are_refused() {
+        for (text, needle) in [
+            ("[]", "one JSON object"),
+            ("  [{\"agentKind\": \"codex\"}]", "one JSON object"),
+            ("\"codex\"", "one JSON object"),
+            (
+                r#"{"agentArgs": {"codex": [], "codex": ["x"]}}"#,
+                "duplicate key \"codex\"",
+            ),
+            (r#"{"env": [{"a": 1, "a": 2}]}"#, "duplicate key \"a\""),
+        ] {
+            let err = parse(text).expect_err(text);
+            assert!(err.message.contains(needle), "{text}: {}", err.message);
+        }
+        // The same key in two different objects is fine.
+        parse(r#"{"agentArgs": {"codex": []}, "customAgents": {}}"#).expect("valid");
+    }
+
+    #[test]
     fn seed_example_parses() {
         let config = parse(
             r#"{"agentKind":"claude-code","agentArgs":{"claude-code":["--dangerously-skip-permissions","--model","opus"]},

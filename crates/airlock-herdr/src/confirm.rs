@@ -302,3 +302,32 @@ pub fn popup(app: &App, input: &mut dyn std::io::BufRead) -> i32 {
     );
     0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mapping::sample;
+
+    #[test]
+    fn the_consequence_counts_sandboxes_and_warns_about_clone_mode() {
+        let mut m = sample("w1:p2");
+        m.replaces_sandbox_names = vec!["old".into()];
+        let text = consequence("forget-mapping", std::slice::from_ref(&m));
+        assert!(
+            text.starts_with("These 2 sandboxes are deleted permanently"),
+            "{text}"
+        );
+        assert!(!text.contains("Clone mode"));
+        m.replaces_sandbox_names.clear();
+        m.workspace_mode = WorkspaceMode::Clone;
+        let text = consequence("prune-mappings", &[m]);
+        assert!(
+            text.starts_with("1 sandbox has lost its herdr pane."),
+            "{text}"
+        );
+        assert!(
+            text.contains("Clone mode: herdr-claude-code-0123456789ab's commits"),
+            "{text}"
+        );
+    }
+}

@@ -76,6 +76,15 @@ mod tests {
     }
 
     #[test]
+    fn pane_labels_name_the_kind_and_the_short_id() {
+        assert_eq!(
+            pane_label("codex", "herdr-codex-3f9a1c0b2d4e"),
+            "airlock codex 3f9a1c0b"
+        );
+        assert_eq!(pane_label("x", "short"), "airlock x short");
+    }
+
+    #[test]
     fn quoting_round_trips_through_sh() {
         let word = "it's a $HOME `x` path";
         let quoted = shell_quote(word).expect("quotable");

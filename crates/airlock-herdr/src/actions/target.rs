@@ -135,3 +135,23 @@ pub fn refuse_focused_agent(app: &App, target: &Target, verb: &str) -> Result<()
         None => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mapping::sample;
+
+    #[test]
+    fn a_mapping_belongs_to_its_recorded_workspace_or_its_pane_ids() {
+        let mut m = sample("wC:p2");
+        assert!(in_workspace(&m, "w1"), "recorded");
+        assert!(in_workspace(&m, "wC"), "by its pane id");
+        assert!(
+            !in_workspace(&m, "w"),
+            "a prefix of the workspace is not it"
+        );
+        m.workspace_id = None;
+        assert!(!in_workspace(&m, "w1"));
+        assert!(in_workspace(&m, "wC"));
+    }
+}
