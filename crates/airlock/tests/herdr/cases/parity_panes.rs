@@ -105,6 +105,25 @@ pub fn orphan_deletions_and_ambiguity() -> Outcome {
         "a live mapping elsewhere: {}",
         run.show()
     );
+    // A herdr that cannot list its panes never turns a live mapping into an orphan.
+    let splits = |w: &World| {
+        w.argv_log("FAKE_HERDR_LOG")
+            .iter()
+            .filter(|a| a.len() > 1 && a[0] == "pane" && a[1] == "split")
+            .count()
+    };
+    let before = splits(&w);
+    let run = w.action_with(
+        "reconnect",
+        Some(&from_p.to_string()),
+        &[("FAKE_HERDR_FAIL", "pane list")],
+    );
+    check!(
+        !run.ok() && run.kind() == "unknown" && splits(&w) == before,
+        "an unreadable pane list: {}",
+        run.show()
+    );
+    check!(w.mapping(&first).is_some(), "the mapping stays");
     let (second, _) = w.start_agent_from(&repo, Some("wC"), "wC:p1")?;
     w.remove_pane(&first);
     w.remove_pane(&second);
