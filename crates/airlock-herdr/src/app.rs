@@ -115,8 +115,15 @@ impl App {
             .or_else(|| self.workspace_env.clone()))
     }
 
-    /// The argv that runs `airlock herdr bridge <mode>` for `pane`.
-    pub fn bridge_argv(&self, mode: &str, pane: &str, launch_id: Option<&str>) -> Vec<String> {
+    /// The argv that runs `airlock herdr bridge <mode>` for `pane`. `sbx_bin` is the sbx this
+    /// action resolved: a pane shell need not have `HERDR_SBX_BIN` or sbx on its PATH.
+    pub fn bridge_argv(
+        &self,
+        mode: &str,
+        pane: &str,
+        launch_id: Option<&str>,
+        sbx_bin: Option<&Path>,
+    ) -> Vec<String> {
         let mut argv = vec![
             self.self_exe.display().to_string(),
             "herdr".to_owned(),
@@ -129,6 +136,9 @@ impl App {
             "--config-dir".to_owned(),
             self.config_dir.display().to_string(),
         ];
+        if let Some(bin) = sbx_bin {
+            argv.extend(["--sbx-bin".to_owned(), bin.display().to_string()]);
+        }
         if let Some(id) = launch_id {
             argv.extend(["--launch-id".to_owned(), id.to_owned()]);
         }

@@ -39,9 +39,15 @@ pub fn run(
     state_dir: &Path,
     config_dir: &Path,
     launch_id: Option<&str>,
+    sbx_bin: Option<&Path>,
 ) -> i32 {
     let mut log = |line: &str| println!("{line}");
-    match run_inner(mode, pane, state_dir, config_dir, launch_id, &mut log) {
+    let paths = Paths {
+        state_dir,
+        config_dir,
+        sbx_bin,
+    };
+    match run_inner(mode, pane, &paths, launch_id, &mut log) {
         Ok(code) => {
             if code != 0 {
                 println!("The session ended with exit code {code}.");
@@ -58,20 +64,39 @@ pub fn run(
     }
 }
 
+/// Where the bridge's state, config and sbx are (from its command line).
+struct Paths<'a> {
+    state_dir: &'a Path,
+    config_dir: &'a Path,
+    /// The sbx the typing action resolved; wins over config and environment.
+    sbx_bin: Option<&'a Path>,
+}
+
 fn run_inner(
     mode: BridgeMode,
     pane: &str,
-    state_dir: &Path,
-    config_dir: &Path,
+    paths: &Paths,
     launch_id: Option<&str>,
     log: &mut dyn FnMut(&str),
 ) -> Result<i32> {
-    let app = App::from_env(Some(state_dir), Some(config_dir))?;
-    let config = app.config()?;
-    let backend = app.backend(&config)?;
+    let app = App::from_env(Some(paths.state_dir), Some(paths.config_dir))?;
+    let store = &app.store;
+    let setup = (|| {
+        let mut config = app.config()?;
+        if let Some(bin) = paths.sbx_bin {
+            config.sbx_bin = Some(bin.display().to_string());
+        }
+        let backend = app.backend(&config)?;
+        Ok((config, backend))
+    })();
+    let (config, backend) = match setup {
+        Ok(v) => v,
+        // A bridge that cannot even start says so on the mapping, not only in the pane.
+        Err(e) if mode != BridgeMode::Shell => return Err(record_startup_failure(store, pane, e)),
+        Err(e) => return Err(e),
+    };
     let sbx: &dyn SandboxBackend = backend.as_ref();
     let herdr = app.herdr().ok();
-    let store = &app.store;
     if mode == BridgeMode::Shell {
         return shell(&app, &config, sbx, pane);
     }
@@ -84,6 +109,20 @@ fn run_inner(
     })();
     lifecycle::release_bridge(store, pane);
     result
+}
+
+/// Records `e` as the mapping's last error; a mapping that never got a sandbox becomes `failed`.
+fn record_startup_failure(store: &crate::store::Store, pane: &str, e: PluginError) -> PluginError {
+    let _ = store.update(pane, |slot| {
+        if let Some(m) = slot {
+            if m.lifecycle_state == crate::store::LifecycleState::Provisional {
+                m.lifecycle_state = crate::store::LifecycleState::Failed;
+            }
+            m.record_error(&e);
+        }
+        Ok(())
+    });
+    e
 }
 
 fn shell(
@@ -118,7 +157,14 @@ fn shell(
     })?;
     let request = crate::backend::ExecRequest {
         name: m.sandbox_name.clone(),
-        workdir: lifecycle::exec_workdir(&m),
+        // The recorded directory may be gone: then the worktree (mount mode); clone mode: sbx's.
+        workdir: lifecycle::exec_workdir(&m).map(|w| {
+            if Path::new(&w).is_dir() {
+                w
+            } else {
+                m.local_path.clone()
+            }
+        }),
         env: Vec::new(),
         argv: vec![config.shell.clone(), "-l".to_owned()],
     };

@@ -109,6 +109,18 @@ pub fn load(config_dir: &Path) -> Result<PluginConfig> {
 
 /// Parses and validates config text (errors name the key, and the line for syntax errors).
 pub fn parse(text: &str) -> Result<PluginConfig> {
+    // serde_json would keep the last of two equal keys inside a map (agentArgs, customAgents) and
+    // would read a struct from an array: both are refused before decoding.
+    serde_json::from_str::<strict::NoDuplicateKeys>(text).map_err(|e| {
+        PluginError::config(format!(
+            "{e}. Fix the file; see docs/herdr-plugin.md for every key."
+        ))
+    })?;
+    if !text.trim_start().starts_with('{') {
+        return Err(PluginError::config(
+            "config.json must hold one JSON object ({\"agentKind\": ...}), not an array or a bare value. See docs/herdr-plugin.md for every key.",
+        ));
+    }
     let config: PluginConfig = serde_json::from_str(text).map_err(|e| {
         PluginError::config(format!(
             "{e}. Fix the key or remove it; see docs/herdr-plugin.md for every key."
@@ -265,6 +277,71 @@ impl PluginConfig {
     }
 }
 
+mod strict {
+    //! A pass over a JSON document that fails on a key repeated inside one object.
+
+    use std::collections::HashSet;
+    use std::fmt;
+
+    use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+
+    /// Any JSON value whose objects never repeat a key.
+    pub struct NoDuplicateKeys;
+
+    impl<'de> Deserialize<'de> for NoDuplicateKeys {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_any(Walk)
+        }
+    }
+
+    struct Walk;
+
+    impl<'de> Visitor<'de> for Walk {
+        type Value = NoDuplicateKeys;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a JSON value")
+        }
+
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(NoDuplicateKeys)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(NoDuplicateKeys)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(NoDuplicateKeys)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(NoDuplicateKeys)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(NoDuplicateKeys)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(NoDuplicateKeys)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<NoDuplicateKeys>()?.is_some() {}
+            Ok(NoDuplicateKeys)
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut seen = HashSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if !seen.insert(key.clone()) {
+                    return Err(de::Error::custom(format!(
+                        "duplicate key {key:?} (only one may appear in an object)"
+                    )));
+                }
+                map.next_value::<NoDuplicateKeys>()?;
+            }
+            Ok(NoDuplicateKeys)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,6 +351,25 @@ mod tests {
         let err = parse("{\n  \"agentKnd\": \"codex\"\n}").expect_err("rejected");
         assert!(err.message.contains("agentKnd"), "{}", err.message);
         assert!(err.message.contains("line 2"), "{}", err.message);
+    }
+
+    #[test]
+    fn arrays_and_repeated_keys_are_refused() {
+        for (text, needle) in [
+            ("[]", "one JSON object"),
+            ("  [{\"agentKind\": \"codex\"}]", "one JSON object"),
+            ("\"codex\"", "one JSON object"),
+            (
+                r#"{"agentArgs": {"codex": [], "codex": ["x"]}}"#,
+                "duplicate key \"codex\"",
+            ),
+            (r#"{"env": [{"a": 1, "a": 2}]}"#, "duplicate key \"a\""),
+        ] {
+            let err = parse(text).expect_err(text);
+            assert!(err.message.contains(needle), "{text}: {}", err.message);
+        }
+        // The same key in two different objects is fine.
+        parse(r#"{"agentArgs": {"codex": []}, "customAgents": {}}"#).expect("valid");
     }
 
     #[test]

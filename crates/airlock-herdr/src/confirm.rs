@@ -13,6 +13,7 @@ use crate::app::App;
 use crate::error::{ErrorKind, PluginError, Result};
 use crate::herdr::HerdrCli;
 use crate::proc;
+use crate::store::{PaneMapping, WorkspaceMode};
 
 /// The popup's entrypoint id in herdr-plugin.toml.
 pub const POPUP_ENTRYPOINT: &str = "confirm-deletion";
@@ -30,6 +31,9 @@ pub struct ConfirmationRequest {
     pub action: String,
     pub pane_ids: Vec<String>,
     pub sandbox_names: Vec<String>,
+    /// What DELETE does, in words (clone-mode work included).
+    #[serde(default)]
+    pub consequence: String,
     pub created_at: String,
     /// Milliseconds since the Unix epoch after which the answer no longer counts.
     pub expires_at_ms: u64,
@@ -109,14 +113,52 @@ pub fn sweep(dir: &Path) {
     }
 }
 
-/// Asks the user to type DELETE; `Ok` only for a confirmation within the window, else `cancelled`.
-pub fn ask(
-    app: &App,
-    herdr: &HerdrCli,
-    action: &str,
-    pane_ids: &[String],
-    sandbox_names: &[String],
-) -> Result<()> {
+/// What DELETE does for `action` on `mappings`, as the popup says it. Clone-mode sandboxes get a
+/// warning: their commits live only inside them.
+pub fn consequence(action: &str, mappings: &[PaneMapping]) -> String {
+    let n: usize = mappings.iter().map(|m| m.deletion_targets().len()).sum();
+    let (them, it_them) = if n == 1 {
+        ("The sandbox is".to_owned(), "it")
+    } else {
+        (format!("These {n} sandboxes are"), "them")
+    };
+    let mut text = match action {
+        "replace-sandbox" => {
+            format!("{them} deleted permanently, then a fresh one is created for this pane.")
+        }
+        "prune-mappings" => format!(
+            "{} herdr pane. DELETE removes {it_them} permanently; anything else keeps {it_them} (reconnect adopts a single orphan).",
+            if n == 1 {
+                "1 sandbox has lost its".to_owned()
+            } else {
+                format!("{n} sandboxes have lost their")
+            }
+        ),
+        "worktree.removed" => format!(
+            "herdr removed this worktree. DELETE removes {it_them} permanently, including anything that exists only inside; anything else keeps {it_them} (prune-mappings offers this again later)."
+        ),
+        _ => format!("{them} deleted permanently and this pane forgets {it_them}."),
+    };
+    for m in mappings
+        .iter()
+        .filter(|m| m.workspace_mode == WorkspaceMode::Clone)
+    {
+        text.push_str(&format!(
+            " Clone mode: {name}'s commits exist only inside it. Cancel, run fetch-changes and keep a branch with \"git branch <branch> sandbox-{name}/<branch>\" first.",
+            name = m.sandbox_name
+        ));
+    }
+    text
+}
+
+/// Asks the user to type DELETE for every sandbox of `mappings`; `Ok` only for a confirmation
+/// within the window, else `cancelled`.
+pub fn ask(app: &App, herdr: &HerdrCli, action: &str, mappings: &[PaneMapping]) -> Result<()> {
+    let pane_ids: Vec<String> = mappings.iter().map(|m| m.pane_id.clone()).collect();
+    let sandbox_names: Vec<String> = mappings
+        .iter()
+        .flat_map(PaneMapping::deletion_targets)
+        .collect();
     let dir = app.store.confirmations_dir();
     std::fs::create_dir_all(&dir)
         .map_err(|e| PluginError::startup(format!("Could not create {}: {e}.", dir.display())))?;
@@ -126,8 +168,9 @@ pub fn ask(
     let request = ConfirmationRequest {
         request_id: id.clone(),
         action: action.to_owned(),
-        pane_ids: pane_ids.to_vec(),
-        sandbox_names: sandbox_names.to_vec(),
+        pane_ids,
+        sandbox_names,
+        consequence: consequence(action, mappings),
         created_at: proc::now_iso(),
         expires_at_ms: now_ms() + window.as_millis() as u64,
     };
@@ -226,6 +269,9 @@ pub fn popup(app: &App, input: &mut dyn std::io::BufRead) -> i32 {
         println!("  {name}");
     }
     println!("panes: {}", request.pane_ids.join(", "));
+    if !request.consequence.is_empty() {
+        println!("{}", request.consequence);
+    }
     print!("Type DELETE to confirm, anything else to cancel: ");
     let _ = std::io::stdout().flush();
     let mut line = String::new();
@@ -255,4 +301,33 @@ pub fn popup(app: &App, input: &mut dyn std::io::BufRead) -> i32 {
         }
     );
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mapping::sample;
+
+    #[test]
+    fn the_consequence_counts_sandboxes_and_warns_about_clone_mode() {
+        let mut m = sample("w1:p2");
+        m.replaces_sandbox_names = vec!["old".into()];
+        let text = consequence("forget-mapping", std::slice::from_ref(&m));
+        assert!(
+            text.starts_with("These 2 sandboxes are deleted permanently"),
+            "{text}"
+        );
+        assert!(!text.contains("Clone mode"));
+        m.replaces_sandbox_names.clear();
+        m.workspace_mode = WorkspaceMode::Clone;
+        let text = consequence("prune-mappings", &[m]);
+        assert!(
+            text.starts_with("1 sandbox has lost its herdr pane."),
+            "{text}"
+        );
+        assert!(
+            text.contains("Clone mode: herdr-claude-code-0123456789ab's commits"),
+            "{text}"
+        );
+    }
 }

@@ -38,7 +38,7 @@ pub fn parse_context(raw: Option<&str>) -> Result<InvocationContext> {
         None | Some("") => Ok(InvocationContext::default()),
         Some(text) => serde_json::from_str(text).map_err(|e| {
             let shown: String = text.chars().take(80).collect();
-            PluginError::target(format!(
+            PluginError::startup(format!(
                 "HERDR_PLUGIN_CONTEXT_JSON is not a valid invocation context ({e}; it starts {shown:?}). Run the action from herdr, or pass a JSON object."
             ))
         }),
@@ -115,7 +115,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn garbage_context_is_a_target_error() {
+    fn garbage_context_is_a_startup_error() {
         assert!(
             parse_context(None)
                 .expect("empty")
@@ -123,7 +123,7 @@ mod tests {
                 .is_none()
         );
         let err = parse_context(Some("{not json")).expect_err("garbage");
-        assert_eq!(err.kind, crate::ErrorKind::Target);
+        assert_eq!(err.kind, crate::ErrorKind::Startup);
         assert!(err.message.contains("HERDR_PLUGIN_CONTEXT_JSON"));
         // Unknown fields are ignored.
         let ctx = parse_context(Some(r#"{"focused_pane_id":"w1:p1","new_field":1}"#)).expect("ok");

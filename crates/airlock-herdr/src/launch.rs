@@ -6,12 +6,12 @@ use crate::app::App;
 use crate::config::PluginConfig;
 use crate::error::{PluginError, Result};
 use crate::herdr::HerdrCli;
-use crate::naming::pane_command;
+use crate::naming::{pane_command, pane_label};
 use crate::proc;
 use crate::store::PaneMapping;
 
 /// How long reconnect and replace-sandbox wait for the bridge to acknowledge a launch before
-/// moving to a fresh pane (`HERDR_SBX_ACK_TIMEOUT_MS`).
+/// moving to a fresh pane (`HERDR_SBX_BRIDGE_START_TIMEOUT_MS`, or `HERDR_SBX_ACK_TIMEOUT_MS`).
 pub const ACK_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// The command typed into `pane` for `mode`, with `HERDR_AGENT` on the host-visible process.
@@ -30,7 +30,11 @@ pub fn bridge_command(
         .map(|l| ("HERDR_AGENT", l))
         .into_iter()
         .collect();
-    pane_command(&env, &app.bridge_argv(mode, pane, Some(launch_id)))
+    let sbx = app.sbx(config).ok().map(|s| s.bin);
+    pane_command(
+        &env,
+        &app.bridge_argv(mode, pane, Some(launch_id), sbx.as_deref()),
+    )
 }
 
 /// Where a launch ended up.
@@ -64,7 +68,11 @@ pub fn launch_with_fallback(
         pane,
         &bridge_command(app, config, &m, mode, pane, &launch_id)?,
     )?;
-    let deadline = Instant::now() + proc::env_duration("HERDR_SBX_ACK_TIMEOUT_MS", ACK_TIMEOUT);
+    let wait = proc::env_duration(
+        "HERDR_SBX_BRIDGE_START_TIMEOUT_MS",
+        proc::env_duration("HERDR_SBX_ACK_TIMEOUT_MS", ACK_TIMEOUT),
+    );
+    let deadline = Instant::now() + wait;
     while Instant::now() < deadline {
         if acked(app, pane, &launch_id) {
             return Ok(Launched {
@@ -74,15 +82,28 @@ pub fn launch_with_fallback(
         }
         std::thread::sleep(Duration::from_millis(25));
     }
-    let fresh = herdr.split_pane(pane, "right", 0.5, Some(&m.workdir), true)?;
+    // The fresh pane opens next to the user, who may be working elsewhere.
+    let source = app.focused_pane()?.unwrap_or_else(|| pane.to_owned());
+    let cwd = entry_cwd(&m);
+    let fresh = herdr.split_pane(&source, "right", 0.5, cwd.as_deref(), true)?;
+    let adoption = Adoption {
+        from: pane.to_owned(),
+        workspace: app.workspace()?.or_else(|| m.workspace_id.clone()),
+        source: Some(source),
+    };
     // The bridge may have started while the split ran: then the fresh pane is not needed.
-    let moved = {
+    let moved = (|| {
         let _lock = app.store.lock(pane)?;
         if acked(app, pane, &launch_id) {
-            false
-        } else {
-            move_mapping(app, pane, &fresh, None)?;
-            true
+            return Ok(false);
+        }
+        move_mapping(app, pane, &fresh, Some(&adoption)).map(|_| true)
+    })();
+    let moved = match moved {
+        Ok(moved) => moved,
+        Err(e) => {
+            let _ = herdr.close_pane(&fresh);
+            return Err(e);
         }
     };
     if !moved {
@@ -92,7 +113,10 @@ pub fn launch_with_fallback(
             moved_to: None,
         });
     }
-    let _ = herdr.rename_pane(pane, &format!("moved to {fresh}"));
+    let label = pane_label(&m.agent_kind, &m.sandbox_name);
+    if let Err(e) = herdr.rename_pane(pane, &format!("{label} (moved to {fresh})")) {
+        eprintln!("could not relabel pane {pane}: {e}");
+    }
     let m = app.store.require(&fresh)?;
     let launch_id = proc::random_hex(8);
     herdr.run_in_pane(
@@ -105,44 +129,98 @@ pub fn launch_with_fallback(
     })
 }
 
-/// Moves the mapping of `from` to pane `to`. A mapping `to` still had (herdr reused the id) passes
-/// its sandboxes on, so a later deletion removes them too. `adopted` records `adoptedFrom`.
-/// After a herdr restart the mapped pane is gone: opens a pane next to the focused one (or a tab
-/// in the mapping's workspace), moves the mapping there and returns the new pane id.
-pub fn adopt_into_new_pane(app: &App, herdr: &HerdrCli, m: &PaneMapping) -> Result<String> {
+/// The directory a pane for `m` opens in: its recorded working directory, else the mounted path,
+/// else none (both are gone, e.g. the worktree was removed).
+pub fn entry_cwd(m: &PaneMapping) -> Option<String> {
+    [&m.workdir, &m.local_path]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).is_dir())
+        .cloned()
+}
+
+/// What a mapping adopted into another pane records about where it came from.
+#[derive(Debug, Clone, Default)]
+pub struct Adoption {
+    /// The pane it lost (`adoptedFrom`).
+    pub from: String,
+    /// The workspace and pane the adopting action ran in.
+    pub workspace: Option<String>,
+    pub source: Option<String>,
+}
+
+/// Gives an orphaned mapping a new pane next to the focused one (a tab when there is none), in the
+/// focused workspace, and moves the mapping there. When the move fails (its lock stays held, it
+/// changed meanwhile), the new pane is closed again and the mapping stays where it was.
+pub fn rehome(app: &App, herdr: &HerdrCli, m: &PaneMapping) -> Result<String> {
     let source = app.focused_pane()?.filter(|p| *p != m.pane_id);
-    let workspace = m.workspace_id.clone().or(app.workspace()?);
+    let workspace = app.workspace()?.or_else(|| m.workspace_id.clone());
+    let label = pane_label(&m.agent_kind, &m.sandbox_name);
+    let cwd = entry_cwd(m);
     let fresh = herdr.open_pane(
         source.as_deref(),
         workspace.as_deref(),
-        Some(&m.workdir),
-        None,
+        cwd.as_deref(),
+        Some(&label),
     )?;
-    move_mapping(app, &m.pane_id, &fresh, Some(&m.pane_id))?;
+    let adoption = Adoption {
+        from: m.pane_id.clone(),
+        workspace,
+        source,
+    };
+    if let Err(e) = move_mapping(app, &m.pane_id, &fresh, Some(&adoption)) {
+        if fresh != m.pane_id {
+            let _ = herdr.close_pane(&fresh);
+        }
+        return Err(e);
+    }
+    if let Err(e) = herdr.rename_pane(&fresh, &label) {
+        eprintln!("could not relabel pane {fresh}: {e}");
+    }
     Ok(fresh)
 }
 
-pub fn move_mapping(app: &App, from: &str, to: &str, adopted: Option<&str>) -> Result<PaneMapping> {
+/// Moves the mapping of `from` to pane `to`. A mapping `to` still had (herdr reused the id) passes
+/// its sandboxes and deletion history on, so a later deletion removes them too. herdr may also hand
+/// out `from` itself again: then the mapping stays, updated in place. Open-shell records travel
+/// along: a shell opened under the old pane still protects the sandbox.
+pub fn move_mapping(
+    app: &App,
+    from: &str,
+    to: &str,
+    adoption: Option<&Adoption>,
+) -> Result<PaneMapping> {
     let store = &app.store;
     let _a = store.lock(from)?;
     let _b = store.lock(to)?;
     let mut m = store.require(from)?;
-    if let Some(previous) = store.load(to)? {
-        for name in previous.deletion_targets() {
+    let before = m.revision.clone();
+    if to != from
+        && let Some(displaced) = store.load(to)?
+    {
+        for name in displaced.tracked_names() {
             if !m.replaces_sandbox_names.contains(&name) && name != m.sandbox_name {
                 m.replaces_sandbox_names.push(name);
             }
         }
+        for name in displaced.deleted_sandbox_names {
+            if !m.deleted_sandbox_names.contains(&name) {
+                m.deleted_sandbox_names.push(name);
+            }
+        }
+        eprintln!(
+            "pane {to} was mapped to {}; it stays deletable through the moved mapping",
+            displaced.sandbox_name
+        );
     }
     m.pane_id = to.to_owned();
-    if let Some(old) = adopted {
-        m.adopted_from = Some(old.to_owned());
+    if let Some(a) = adoption {
+        m.adopted_from = Some(a.from.clone());
+        m.workspace_id = a.workspace.clone().or(m.workspace_id);
+        m.source_pane_id = a.source.clone();
     }
     m.bridge = None;
-    m.shells.clear();
     store.save(&mut m)?;
-    let old = store.require(from)?;
-    if !store.delete_if_revision(from, &old.revision)? {
+    if to != from && !store.delete_if_revision(from, &before)? {
         return Err(PluginError::conflict(format!(
             "The mapping of pane {from} changed while it was being moved."
         )));

@@ -167,6 +167,18 @@ impl PaneMapping {
         out
     }
 
+    /// Every sandbox name the mapping is responsible for, deleted or not: its current one first,
+    /// then the ones it replaced.
+    pub fn tracked_names(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for name in std::iter::once(&self.sandbox_name).chain(&self.replaces_sandbox_names) {
+            if !name.is_empty() && !out.contains(name) {
+                out.push(name.clone());
+            }
+        }
+        out
+    }
+
     /// The live bridge process, if its record names one that still runs for this pane.
     pub fn bridge_running(&self) -> bool {
         self.bridge

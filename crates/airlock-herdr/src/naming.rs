@@ -12,6 +12,12 @@ pub fn sandbox_name(prefix: &str, agent_kind: &str, local_path: &str, pane_id: &
     format!("{prefix}-{agent_kind}-{}", &proc::hex(&digest)[..12])
 }
 
+/// The label of an agent's pane: `airlock <agentKind> <8 hex of the sandbox name>`.
+pub fn pane_label(agent_kind: &str, sandbox_name: &str) -> String {
+    let id = sandbox_name.rsplit('-').next().unwrap_or(sandbox_name);
+    format!("airlock {agent_kind} {}", id.get(..8).unwrap_or(id))
+}
+
 /// The git remote sbx registers for a sandbox while `sbx run` is attached.
 pub fn sandbox_remote(sandbox_name: &str) -> String {
     format!("sandbox-{sandbox_name}")
@@ -67,6 +73,15 @@ mod tests {
         let b = sandbox_name("herdr", "claude-code", "/repo", "w1:p2");
         assert!(a.starts_with("herdr-claude-code-") && a.len() == "herdr-claude-code-".len() + 12);
         assert_ne!(a, b, "a random salt keeps names unique");
+    }
+
+    #[test]
+    fn pane_labels_name_the_kind_and_the_short_id() {
+        assert_eq!(
+            pane_label("codex", "herdr-codex-3f9a1c0b2d4e"),
+            "airlock codex 3f9a1c0b"
+        );
+        assert_eq!(pane_label("x", "short"), "airlock x short");
     }
 
     #[test]

@@ -180,9 +180,11 @@ pub fn run_captured(
 
 /// Milliseconds from an environment variable, else `default`.
 pub fn env_duration(name: &str, default: Duration) -> Duration {
+    // An empty or zero override means the default, never a zero timeout.
     std::env::var(name)
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|ms| *ms > 0)
         .map_or(default, Duration::from_millis)
 }
 

@@ -24,7 +24,10 @@ pub fn run(app: &App) -> Result<Outcome> {
     out = out
         .line(format!(
             "sbx {} at {}",
-            status.version.as_deref().unwrap_or("(unknown version)"),
+            status
+                .client_version
+                .as_deref()
+                .unwrap_or("(unknown version)"),
             sbx.bin.display()
         ))
         .line(format!("state:  {}", app.store.root().display()))

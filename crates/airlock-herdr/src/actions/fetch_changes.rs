@@ -11,8 +11,9 @@ use crate::backend::{ExecRequest, SandboxBackend};
 use crate::error::{ErrorKind, PluginError, Result};
 use crate::git;
 use crate::naming::sandbox_remote;
+use crate::naming::shell_quote;
 use crate::proc;
-use crate::store::{PaneMapping, WorkspaceMode};
+use crate::store::{LifecycleState, PaneMapping, WorkspaceMode};
 
 pub fn run(app: &App) -> Result<Outcome> {
     let config = app.config()?;
@@ -35,15 +36,27 @@ pub fn run(app: &App) -> Result<Outcome> {
     }
     let backend = app.backend(&config)?;
     let sbx: &dyn SandboxBackend = backend.as_ref();
-    let sandbox = sbx.find(&m.sandbox_name)?.ok_or_else(|| {
-        PluginError::new(
+    // What the listing says is recorded: gone is `missing`; a mapping marked missing whose
+    // sandbox exists is `created` (starting it for a fetch does not make it connectable).
+    let Some(sandbox) = sbx.find(&m.sandbox_name)? else {
+        app.store.modify(&m.pane_id, |cur| {
+            cur.lifecycle_state = LifecycleState::Missing;
+            Ok(())
+        })?;
+        return Err(PluginError::new(
             ErrorKind::NotFound,
             format!(
                 "Sandbox {} no longer exists; its commits are gone.",
                 m.sandbox_name
             ),
-        )
-    })?;
+        ));
+    };
+    if m.lifecycle_state == LifecycleState::Missing {
+        app.store.modify(&m.pane_id, |cur| {
+            cur.lifecycle_state = LifecycleState::Created;
+            Ok(())
+        })?;
+    }
     let remote = sandbox_remote(&m.sandbox_name);
     let refspec = format!("+refs/heads/*:refs/remotes/{remote}/*");
     let running = sandbox.status.as_deref() == Some("running");
@@ -70,7 +83,7 @@ pub fn run(app: &App) -> Result<Outcome> {
     let plans: Vec<(Value, bool)> = branches
         .iter()
         .map(|b| keep_entry(repo, &remote, b))
-        .collect();
+        .collect::<Result<_>>()?;
     let keep: Vec<Value> = plans
         .iter()
         .filter(|(_, reached)| !reached)
@@ -80,7 +93,13 @@ pub fn run(app: &App) -> Result<Outcome> {
         .field("paneId", m.pane_id.clone())
         .field("remote", remote.clone())
         .field("transport", transport)
-        .field("branches", branches.clone())
+        .field(
+            "branches",
+            branches
+                .iter()
+                .map(|b| format!("{remote}/{b}"))
+                .collect::<Vec<_>>(),
+        )
         .field("keep", keep.clone());
     for n in notes {
         out = out.line(n);
@@ -193,8 +212,9 @@ fn fetched_branches(repo: &Path, remote: &str) -> Result<Vec<String>> {
 }
 
 /// How to keep a fetched ref before the sandbox goes away, and whether a host branch already
-/// reaches its commits (then it needs no keeping).
-fn keep_entry(repo: &Path, remote: &str, branch: &str) -> (Value, bool) {
+/// reaches its commits (then it needs no keeping). The command names the repository and is
+/// quoted for the user's shell.
+fn keep_entry(repo: &Path, remote: &str, branch: &str) -> Result<(Value, bool)> {
     let reference = format!("{remote}/{branch}");
     let reached = git::run(
         repo,
@@ -226,6 +246,9 @@ fn keep_entry(repo: &Path, remote: &str, branch: &str) -> (Value, bool) {
         (false, true) => "no host branch reaches these commits; a host branch of that name exists",
         (false, false) => "no host branch reaches these commits",
     };
-    let entry = json!({"ref": reference, "local": local, "reason": reason, "command": format!("git branch {local} {reference}")});
-    (entry, reached)
+    let words = [repo.display().to_string(), local.clone(), reference.clone()];
+    let [path, quoted_local, quoted_ref] = words.map(|w| shell_quote(&w));
+    let command = format!("git -C {} branch {} {}", path?, quoted_local?, quoted_ref?);
+    let entry = json!({"ref": reference, "local": local, "reason": reason, "command": command});
+    Ok((entry, reached))
 }

@@ -7,6 +7,8 @@ use crate::backend::SandboxBackend;
 use crate::error::Result;
 use crate::naming::sandbox_remote;
 
+use super::list_sandboxes::error_json;
+
 pub fn run(app: &App) -> Result<Outcome> {
     let config = app.config()?;
     let m = super::target_mapping(app)?;
@@ -22,21 +24,31 @@ pub fn run(app: &App) -> Result<Outcome> {
     });
     let (sandbox, sandbox_error) = match found {
         Ok(s) => (s, None),
-        Err(e) => (None, Some(e.message)),
+        Err(e) => (None, Some(e)),
     };
     let (ports, ports_error) = match (&sandbox, ports) {
         (Some(_), Ok(p)) => (p, None),
-        (Some(_), Err(e)) => (Vec::new(), Some(e.message)),
+        (Some(_), Err(e)) => (Vec::new(), Some(e)),
         (None, _) => (Vec::new(), None),
     };
-    let links: Vec<String> = ports
+    // Each port with the URL open-port would open and the link the overlay prints.
+    let ports: Vec<serde_json::Value> = ports
         .iter()
-        .map(|p| format!("airlock://{}/{}", m.sandbox_name, p.sandbox_port))
+        .map(|p| {
+            json!({
+                "hostPort": p.host_port,
+                "sandboxPort": p.sandbox_port,
+                "url": p.host_port.map(|h| format!("http://localhost:{h}")),
+                "link": format!("airlock://{}/{}", m.sandbox_name, p.sandbox_port),
+            })
+        })
         .collect();
+    let mut agent_json = serde_json::to_value(&agent).expect("serialisable");
+    agent_json["launchArgv"] = json!(agent.command);
     let mut out = Outcome::default()
         .field("paneId", m.pane_id.clone())
         .field("mapping", super::mapping_json(&m))
-        .field("agent", serde_json::to_value(&agent).expect("serialisable"))
+        .field("agent", agent_json)
         .field("gitRemote", sandbox_remote(&m.sandbox_name))
         .field(
             "sandbox",
@@ -44,9 +56,9 @@ pub fn run(app: &App) -> Result<Outcome> {
                 .as_ref()
                 .map(|s| json!({"name": s.name, "status": s.status, "agent": s.agent})),
         )
-        .field("sandboxError", sandbox_error.clone())
-        .field("ports", serde_json::to_value(&ports).expect("serialisable"))
-        .field("portsError", ports_error);
+        .field("sandboxError", sandbox_error.as_ref().map(error_json))
+        .field("ports", ports.clone())
+        .field("portsError", ports_error.as_ref().map(error_json));
     out = out
         .line(format!(
             "pane {} -> {} ({}, {} mode, {})",
@@ -61,11 +73,16 @@ pub fn run(app: &App) -> Result<Outcome> {
             "status: {}",
             sandbox
                 .and_then(|s| s.status)
-                .or(sandbox_error)
+                .or(sandbox_error.map(|e| e.message))
                 .unwrap_or_else(|| "not listed by sbx".to_owned())
         ));
-    for l in links {
-        out = out.line(l);
+    for p in &ports {
+        out = out.line(format!(
+            "port {}: {} ({})",
+            p["sandboxPort"],
+            p["link"].as_str().unwrap_or(""),
+            p["url"].as_str().unwrap_or("no host port")
+        ));
     }
     Ok(out)
 }

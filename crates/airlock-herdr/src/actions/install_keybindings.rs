@@ -28,10 +28,21 @@ pub const BINDINGS: &[(&str, &str, &str)] = &[
     ("prefix+shift+o", "sandboxes", "show every sandbox"),
 ];
 
-/// Chords herdr itself uses (close workspace, reload config): never taken.
-const RESERVED: &[&str] = &["prefix+shift+d", "prefix+shift+r"];
+/// Chords herdr itself uses, and what for: never taken, and a binding found on one is reported.
+const RESERVED: &[(&str, &str)] = &[
+    ("prefix+shift+d", "closes the workspace"),
+    ("prefix+shift+r", "reloads the config"),
+];
 
+/// herdr's config.toml: `HERDR_CONFIG_PATH`, else `$XDG_CONFIG_HOME/herdr/config.toml`, else
+/// `~/.config/herdr/config.toml` (where herdr itself looks).
 fn herdr_config_path(app: &App) -> PathBuf {
+    if let Some(p) = std::env::var("HERDR_CONFIG_PATH")
+        .ok()
+        .filter(|v| !v.is_empty())
+    {
+        return PathBuf::from(p);
+    }
     std::env::var("XDG_CONFIG_HOME")
         .ok()
         .filter(|v| v.starts_with('/'))
@@ -82,11 +93,17 @@ pub fn run(app: &App) -> Result<Outcome> {
     let mut block = String::new();
     for (key, action, description) in BINDINGS {
         let command = format!("{}.{action}", app.plugin_id);
-        if existing.iter().any(|(k, c)| k == key && *c == command) {
-            present.push(json!({"key": key, "action": action}));
+        // An action bound already (on any chord) is never bound twice.
+        if let Some((bound, _)) = existing.iter().find(|(_, c)| *c == command) {
+            match RESERVED.iter().find(|(k, _)| k == bound) {
+                Some((_, what)) => warnings.push(format!(
+                    "{action} is bound to {bound}, which herdr uses itself ({what}); left alone, move it to another chord by hand."
+                )),
+                None => present.push(json!({"key": bound, "action": action})),
+            }
         } else if let Some((_, other)) = existing.iter().find(|(k, _)| k == key) {
             warnings.push(format!("{key} is already bound to {other}; left alone, bind {action} to another chord by hand."));
-        } else if RESERVED.contains(key) {
+        } else if RESERVED.iter().any(|(k, _)| k == key) {
             warnings.push(format!("{key} is a herdr chord; not taken."));
         } else {
             block.push_str(&format!(
@@ -122,7 +139,7 @@ pub fn run(app: &App) -> Result<Outcome> {
                 }
             }
             return Err(PluginError::config(format!(
-                "herdr config check rejected the new key bindings; {} was restored.",
+                "herdr config check rejected the new key bindings; {} was restored to its previous content and herdr was not reloaded.",
                 path.display()
             ))
             .with_output(e.output.unwrap_or(e.message)));

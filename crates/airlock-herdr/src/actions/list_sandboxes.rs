@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use crate::app::{App, Outcome};
 use crate::backend::SandboxBackend;
-use crate::error::Result;
+use crate::error::{PluginError, Result};
 use crate::herdr::HerdrCli;
 use crate::store::PaneMapping;
 
@@ -14,7 +14,7 @@ pub fn list_rows(
     mappings: &[PaneMapping],
     backend: Option<&dyn SandboxBackend>,
     herdr: Option<&HerdrCli>,
-) -> (Vec<Value>, Option<String>, Option<String>) {
+) -> (Vec<Value>, Option<PluginError>, Option<String>) {
     // The two listings are independent processes: run them side by side.
     let (sandboxes, panes) = std::thread::scope(|scope| {
         let panes = scope.spawn(|| herdr.map(|h| h.list_panes()));
@@ -26,8 +26,11 @@ pub fn list_rows(
     });
     let (sandboxes, sandbox_error) = match sandboxes {
         Some(Ok(list)) => (Some(list), None),
-        Some(Err(e)) => (None, Some(e.message)),
-        None => (None, Some("sbx is not available".to_owned())),
+        Some(Err(e)) => (None, Some(e)),
+        None => (
+            None,
+            Some(PluginError::startup("sbx is not available".to_owned())),
+        ),
     };
     let (panes, pane_error) = match panes {
         Some(Ok(p)) => (
@@ -58,9 +61,7 @@ pub fn list_rows(
                 "status": sandbox.flatten().and_then(|s| s.status.clone()),
                 "ports": sandbox.flatten().map(|s| s.ports.iter().map(|p| p.sandbox_port).collect::<Vec<_>>()),
             });
-            if let Some(e) = &pane_error {
-                row["paneError"] = json!(e);
-            }
+            row["paneError"] = json!(pane_error);
             row
         })
         .collect();
@@ -70,12 +71,16 @@ pub fn list_rows(
 pub fn run(app: &App) -> Result<Outcome> {
     let config = app.config()?;
     let mappings = app.store.list()?;
-    let sbx = app.backend(&config).ok();
+    let sbx = app.backend(&config);
     let herdr = app.herdr().ok();
-    let (rows, sandbox_error, _) = list_rows(&mappings, sbx.as_deref(), herdr.as_ref());
+    let (rows, mut sandbox_error, _) = list_rows(&mappings, sbx.as_deref().ok(), herdr.as_ref());
+    // A backend that could not even be resolved says why (sbx missing), not "not available".
+    if let Err(e) = &sbx {
+        sandbox_error = Some(e.clone());
+    }
     let mut out = Outcome::default()
         .field("mappings", Value::Array(rows.clone()))
-        .field("sandboxError", sandbox_error.clone());
+        .field("sandboxError", sandbox_error.as_ref().map(error_json));
     if rows.is_empty() {
         out = out.line("No mappings. start-agent creates one.");
     }
@@ -95,7 +100,12 @@ pub fn run(app: &App) -> Result<Outcome> {
         ));
     }
     if let Some(e) = sandbox_error {
-        out = out.line(format!("sbx could not be read: {e}"));
+        out = out.line(format!("sbx ls failed ({}): {}", e.kind, e.message));
     }
     Ok(out)
+}
+
+/// A listing error as result lines carry it: `{kind, message}`.
+pub fn error_json(e: &PluginError) -> Value {
+    json!({"kind": e.kind.as_str(), "message": e.message})
 }

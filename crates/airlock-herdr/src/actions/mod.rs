@@ -14,6 +14,7 @@ mod remove;
 mod sandboxes;
 mod start_agent;
 mod stop;
+pub mod target;
 
 use serde_json::Value;
 
@@ -25,7 +26,7 @@ use crate::store::PaneMapping;
 
 pub use list_sandboxes::list_rows;
 pub use open_port::parse_link;
-pub use remove::delete_mappings;
+pub use remove::{confirm_batch, delete_one, deleted_names, failure_json};
 
 /// Every action id, as in herdr-plugin.toml.
 pub const ACTIONS: &[&str] = &[
@@ -75,7 +76,8 @@ pub fn run(action: &str) -> i32 {
         .as_ref()
         .map_or(PLUGIN_ID, |a| a.plugin_id.as_str())
         .to_owned();
-    match app.and_then(|app| dispatch(&app, action)) {
+    // herdr's context is read once up front: garbage there fails every action the same way.
+    match app.and_then(|app| app.context().and_then(|_| dispatch(&app, action))) {
         Ok(outcome) => {
             println!("{}", result::success(&plugin, action, outcome.fields));
             for line in outcome.text {
@@ -91,36 +93,10 @@ pub fn run(action: &str) -> i32 {
     }
 }
 
-/// The mapping a pane action targets: the focused pane's, else the workspace's only one.
+/// The mapping a pane action targets (see [`target::resolve`]).
 pub fn target_mapping(app: &App) -> Result<PaneMapping> {
-    let pane = app.focused_pane()?;
-    if let Some(pane) = &pane
-        && let Some(m) = app.store.load(pane)?
-    {
-        return Ok(m);
-    }
-    if let Some(ws) = app.workspace()? {
-        let mut in_ws: Vec<PaneMapping> = app
-            .store
-            .list()?
-            .into_iter()
-            .filter(|m| m.workspace_id.as_deref() == Some(&ws))
-            .collect();
-        if in_ws.len() == 1 {
-            return Ok(in_ws.remove(0));
-        }
-        if in_ws.len() > 1 {
-            return Err(PluginError::target(format!(
-                "Pane {} has no sandbox and workspace {ws} has {} of them; focus the pane of the one you mean.",
-                pane.as_deref().unwrap_or("?"),
-                in_ws.len()
-            )));
-        }
-    }
-    Err(PluginError::target(match pane {
-        Some(p) => format!("Pane {p} has no sandbox mapping, and its workspace has none either. Run start-agent first."),
-        None => "No pane in the invocation context (HERDR_PLUGIN_CONTEXT_JSON / HERDR_PANE_ID). Run the action from a herdr pane.".to_owned(),
-    }))
+    let herdr = app.herdr()?;
+    Ok(target::resolve(app, &herdr)?.mapping)
 }
 
 /// A mapping as result lines show it.

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 use crate::app::{App, Outcome};
 use crate::backend::SandboxBackend;
 use crate::error::{PluginError, Result};
-use crate::store::PaneMapping;
 
 /// Parses `airlock://<sandbox>/<port>`.
 pub fn parse_link(url: &str) -> Result<(String, u16)> {
@@ -37,39 +36,44 @@ pub fn run(app: &App) -> Result<Outcome> {
         .clone()
         .or_else(|| std::env::var("HERDR_PLUGIN_CLICKED_URL").ok())
         .filter(|u| !u.is_empty());
-    let (m, wanted): (PaneMapping, Option<u16>) = match &clicked {
+    // A link names any sandbox a mapping still tracks (one it replaced included); text an agent
+    // prints cannot name anything else.
+    let (name, wanted): (String, Option<u16>) = match &clicked {
         Some(url) => {
             let (name, port) = parse_link(url)?;
-            let m = app
+            let tracked = app
                 .store
                 .list()?
-                .into_iter()
-                .find(|m| m.sandbox_name == name)
-                .ok_or_else(|| {
-                    PluginError::target(format!(
-                        "{name} is not a sandbox this plugin created; the link is ignored."
-                    ))
-                })?;
-            (m, Some(port))
+                .iter()
+                .any(|m| m.tracked_names().contains(&name));
+            if !tracked {
+                return Err(PluginError::target(format!(
+                    "{name} is not a sandbox this plugin created; the link is ignored."
+                )));
+            }
+            (name, Some(port))
         }
-        None => (super::target_mapping(app)?, None),
+        None => (super::target_mapping(app)?.sandbox_name, None),
     };
     let backend = app.backend(&config)?;
     let sbx: &dyn SandboxBackend = backend.as_ref();
-    let ports = sbx.ports(&m.sandbox_name)?;
+    let ports = sbx.ports(&name)?;
     let port = match wanted {
         Some(w) => ports.iter().find(|p| p.sandbox_port == w).copied().ok_or_else(|| {
-            PluginError::target(format!("Port {w} is not published by {}; publish it with sbx ports {} --publish {w}.", m.sandbox_name, m.sandbox_name))
+            PluginError::target(format!("Port {w} is not published by {}; publish it with sbx ports {} --publish {w}.", name, name))
         })?,
         None => ports.first().copied().ok_or_else(|| {
-            PluginError::target(format!("{} publishes no ports. Add one to publish in config.json or run sbx ports {} --publish PORT.", m.sandbox_name, m.sandbox_name))
+            PluginError::target(format!("{} publishes no ports. Add one to publish in config.json or run sbx ports {} --publish PORT.", name, name))
         })?,
     };
     let host = port.host_port.ok_or_else(|| {
-        PluginError::target(format!(
-            "sbx reports no host port for {}:{}.",
-            m.sandbox_name, port.sandbox_port
-        ))
+        PluginError::new(
+            crate::error::ErrorKind::Unknown,
+            format!(
+                "sbx did not report a host port for {name}:{}; run \"sbx ports {name}\" to see the mapping.",
+                port.sandbox_port
+            ),
+        )
     })?;
     let url = format!("http://localhost:{host}");
     let opener = std::env::var("HERDR_SBX_OPENER")
@@ -85,13 +89,13 @@ pub fn run(app: &App) -> Result<Outcome> {
         });
     let opened = open_detached(&opener, &url);
     Ok(Outcome::default()
-        .field("sandboxName", m.sandbox_name.clone())
+        .field("sandboxName", name.clone())
         .field("sandboxPort", port.sandbox_port)
         .field("hostPort", host)
         .field("url", url.clone())
         .field("opened", opened)
         .field("opener", opener)
-        .line(format!("{url} ({}:{})", m.sandbox_name, port.sandbox_port)))
+        .line(format!("{url} ({name}:{})", port.sandbox_port)))
 }
 
 /// Starts the opener detached. One that fails within two seconds did not open the page; one still

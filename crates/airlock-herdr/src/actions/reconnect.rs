@@ -1,35 +1,44 @@
 //! reconnect: the mapped agent again in its sandbox (creating it first if it was never prepared);
-//! a mapping whose pane is gone is adopted by a new pane next to the invoking one.
+//! a mapping whose pane is gone, in any workspace, is adopted by a new pane next to the invoking one.
 
+use super::target;
 use crate::app::{App, Outcome};
 use crate::error::Result;
-use crate::launch::{adopt_into_new_pane, launch_with_fallback};
+use crate::launch::{launch_with_fallback, rehome};
 use crate::lifecycle;
 
 pub fn run(app: &App) -> Result<Outcome> {
     let config = app.config()?;
-    let m = super::target_mapping(app)?;
     let herdr = app.herdr()?;
-    let pane = herdr.get_pane(&m.pane_id)?;
-    lifecycle::guard_idle(&m, pane.as_ref(), false)?;
+    let target = target::resolve(app, &herdr)?;
+    target::refuse_focused_agent(app, &target, "reconnect")?;
+    let m = &target.mapping;
+    let pane = if target.orphan {
+        None
+    } else {
+        herdr.get_pane(&m.pane_id)?
+    };
+    lifecycle::guard_idle(m, pane.as_ref(), false)?;
     config.agent(&m.agent_kind)?;
-    let mut adopted_from = None;
-    let mut target = m.pane_id.clone();
-    if pane.is_none() {
-        let fresh = adopt_into_new_pane(app, &herdr, &m)?;
-        adopted_from = Some(m.pane_id.clone());
-        target = fresh;
-    }
-    let mode = if m.lifecycle_state.connectable() && adopted_from.is_none() {
+    let orphan = pane.is_none();
+    let target_pane = if orphan {
+        rehome(app, &herdr, m)?
+    } else {
+        m.pane_id.clone()
+    };
+    let adopted_from = orphan.then(|| m.pane_id.clone());
+    // Re-homed or never-prepared mappings go through prepare, so a deleted sandbox is recreated.
+    let mode = if m.lifecycle_state.connectable() && !orphan {
         "connect"
     } else {
         "start"
     };
-    let launched = launch_with_fallback(app, &config, &herdr, &target, mode)?;
-    let mode = if launched.moved_to.is_some() || adopted_from.is_some() || mode == "start" {
+    let launched = launch_with_fallback(app, &config, &herdr, &target_pane, mode)?;
+    // A bridge moved to a fresh pane always prepares, whatever was planned.
+    let mode = if launched.moved_to.is_some() {
         "start"
     } else {
-        "connect"
+        mode
     };
     Ok(Outcome::default()
         .field("paneId", launched.pane_id.clone())

@@ -1,37 +1,40 @@
 //! forget-mapping and replace-sandbox (popup, `sbx rm --force`, then drop or recreate), and the
-//! batch deletion prune-mappings and the worktree hook share.
+//! deletion steps prune-mappings and the worktree hook share.
+
+use std::path::Path;
 
 use serde_json::{Value, json};
 
+use super::target::{self, Target};
 use crate::app::{App, Outcome};
 use crate::backend::SandboxBackend;
-use crate::config::PluginConfig;
 use crate::confirm;
 use crate::error::{ErrorKind, PluginError, Result};
 use crate::herdr::HerdrCli;
-use crate::launch::{adopt_into_new_pane, launch_with_fallback};
+use crate::launch::{launch_with_fallback, rehome};
 use crate::lifecycle::{self, Deleted};
-use crate::naming::sandbox_name;
+use crate::naming::{pane_label, sandbox_name, shell_quote};
 use crate::store::{LifecycleState, PaneMapping};
 
 /// Guards, popup, then the deletion; the mapping stays claimed until the caller is done with it.
+/// Returns what was deleted and whether the mapped pane still exists.
 fn confirmed_destroy(
     app: &App,
     herdr: &HerdrCli,
     sbx: &dyn SandboxBackend,
-    m: &PaneMapping,
+    target: &Target,
     action: &str,
-) -> Result<Deleted> {
-    let pane = herdr.get_pane(&m.pane_id)?;
+) -> Result<(Deleted, bool)> {
+    let m = &target.mapping;
+    let pane = if target.orphan {
+        None
+    } else {
+        herdr.get_pane(&m.pane_id)?
+    };
     lifecycle::guard_idle(m, pane.as_ref(), true)?;
-    confirm::ask(
-        app,
-        herdr,
-        action,
-        std::slice::from_ref(&m.pane_id),
-        &m.deletion_targets(),
-    )?;
-    lifecycle::destroy(&app.store, sbx, &m.pane_id, Some(&m.revision))
+    confirm::ask(app, herdr, action, std::slice::from_ref(m))?;
+    let deleted = lifecycle::destroy(&app.store, sbx, &m.pane_id, Some(&m.revision))?;
+    Ok((deleted, pane.is_some()))
 }
 
 fn drop_mapping(app: &App, pane: &str) -> Result<()> {
@@ -49,12 +52,14 @@ fn drop_mapping(app: &App, pane: &str) -> Result<()> {
 
 pub fn forget(app: &App) -> Result<Outcome> {
     let config = app.config()?;
-    let m = super::target_mapping(app)?;
     let herdr = app.herdr()?;
+    let target = target::resolve(app, &herdr)?;
+    target::refuse_focused_agent(app, &target, "delete the sandbox")?;
     let backend = app.backend(&config)?;
-    let sbx: &dyn SandboxBackend = backend.as_ref();
-    let deleted = confirmed_destroy(app, &herdr, sbx, &m, "forget-mapping")?;
+    let (deleted, _) = confirmed_destroy(app, &herdr, backend.as_ref(), &target, "forget-mapping")?;
+    let m = &target.mapping;
     drop_mapping(app, &m.pane_id)?;
+    herdr.notify("Docker Sandbox deleted", &m.deletion_targets().join(", "));
     Ok(Outcome::default()
         .field("paneId", m.pane_id.clone())
         .field("sandboxName", m.sandbox_name.clone())
@@ -67,24 +72,73 @@ pub fn forget(app: &App) -> Result<Outcome> {
         )))
 }
 
+/// Where the replacement's agent starts: the recorded directory while it still exists inside the
+/// worktree, else the worktree itself.
+fn replacement_workdir(m: &PaneMapping) -> String {
+    let inside = Path::new(&m.workdir).starts_with(&m.local_path);
+    if inside && Path::new(&m.workdir).is_dir() {
+        m.workdir.clone()
+    } else {
+        m.local_path.clone()
+    }
+}
+
 pub fn replace(app: &App) -> Result<Outcome> {
     let config = app.config()?;
-    let m = super::target_mapping(app)?;
     let herdr = app.herdr()?;
+    let target = target::resolve(app, &herdr)?;
+    target::refuse_focused_agent(app, &target, "replace the sandbox")?;
+    let m = target.mapping.clone();
+    // Everything the replacement needs is checked before anything is deleted.
+    let agent = config.agent(&config.agent_kind)?;
+    if !Path::new(&m.local_path).is_dir() {
+        return Err(PluginError::target(format!(
+            "The workspace path {} no longer exists, so no replacement sandbox can be created; nothing was deleted. Use forget-mapping to delete {}.",
+            m.local_path, m.sandbox_name
+        )));
+    }
+    shell_quote(&m.local_path)?;
+    let workdir = replacement_workdir(&m);
     let backend = app.backend(&config)?;
-    let sbx: &dyn SandboxBackend = backend.as_ref();
-    let agent = config.agent(&m.agent_kind)?;
-    let deleted = confirmed_destroy(app, &herdr, sbx, &m, "replace-sandbox")?;
+    let (deleted, pane_exists) =
+        confirmed_destroy(app, &herdr, backend.as_ref(), &target, "replace-sandbox")?;
     let fresh_name = sandbox_name(
         &config.sandbox_name_prefix,
         &agent.kind,
         &m.local_path,
         &m.pane_id,
     );
-    app.store.modify(&m.pane_id, |cur| {
+    let mut pane = m.pane_id.clone();
+    let mut adopted_from = None;
+    if !pane_exists {
+        let current = app.store.require(&m.pane_id)?;
+        pane = rehome(app, &herdr, &current).inspect_err(|_| {
+            lifecycle::release_claim(&app.store, &m.pane_id);
+        })?;
+        adopted_from = Some(m.pane_id.clone());
+    }
+    // The history is built from the mapping as it is now: re-homing may have absorbed a displaced
+    // mapping's sandboxes, and every earlier round stays listed.
+    app.store.modify(&pane, |cur| {
+        // Another process claimed the mapping meanwhile: it owns it now; what was deleted is
+        // already recorded for it.
+        if let Some(d) = cur.deletion.as_ref().filter(|d| d.pid != std::process::id()) {
+            return Err(PluginError::conflict(format!(
+                "The mapping of pane {} was taken over by process {} while its sandboxes were deleted; no replacement was started.",
+                cur.pane_id, d.pid
+            )));
+        }
+        cur.replaces_sandbox_names = cur.tracked_names();
+        for name in deleted.deleted.iter().chain(&deleted.already_missing) {
+            if !cur.deleted_sandbox_names.contains(name) {
+                cur.deleted_sandbox_names.push(name.clone());
+            }
+        }
         cur.sandbox_name = fresh_name.clone();
-        cur.replaces_sandbox_names.clear();
-        cur.deleted_sandbox_names.clear();
+        cur.agent_kind = agent.kind.clone();
+        cur.sbx_agent = agent.sbx_agent.clone();
+        cur.workdir = workdir.clone();
+        cur.workspace_mode = config.workspace_mode;
         cur.lifecycle_state = LifecycleState::Provisional;
         cur.setup_script_ran_at = None;
         cur.last_error = None;
@@ -92,18 +146,18 @@ pub fn replace(app: &App) -> Result<Outcome> {
         cur.created_at = None;
         Ok(())
     })?;
-    let mut pane = m.pane_id.clone();
-    let mut adopted_from = None;
-    if herdr.get_pane(&pane)?.is_none() {
-        let fresh = adopt_into_new_pane(app, &herdr, &m)?;
-        adopted_from = Some(pane);
-        pane = fresh;
+    if let Err(e) = herdr.rename_pane(&pane, &pane_label(&agent.kind, &fresh_name)) {
+        eprintln!("could not relabel pane {pane}: {e}");
     }
     let launched = launch_with_fallback(app, &config, &herdr, &pane, "start")?;
+    herdr.notify(
+        "Docker Sandbox replaced",
+        &format!("{} deleted, {fresh_name} starting", m.sandbox_name),
+    );
     Ok(Outcome::default()
         .field("paneId", launched.pane_id.clone())
         .field("sandboxName", fresh_name.clone())
-        .field("agentKind", m.agent_kind.clone())
+        .field("agentKind", agent.kind.clone())
         .field("deleted", deleted.deleted)
         .field("alreadyMissing", deleted.already_missing)
         .field("adoptedFrom", adopted_from)
@@ -114,54 +168,43 @@ pub fn replace(app: &App) -> Result<Outcome> {
         )))
 }
 
-/// The result of a batch deletion.
-#[derive(Debug, Default)]
-pub struct BatchDeletion {
-    pub confirmed: bool,
-    pub deleted: Vec<Value>,
-    pub failures: Vec<Value>,
-    pub declined: Vec<String>,
-}
-
-/// One popup for all of `mappings`, then each deletion; mappings whose deletion succeeded are
-/// dropped. A declined or timed-out popup deletes nothing and is not an error.
-pub fn delete_mappings(
+/// One popup for every sandbox of `mappings`; `Ok(false)` when it was declined, closed or timed
+/// out (not an error for the batch callers: the mappings are kept).
+pub fn confirm_batch(
     app: &App,
-    _config: &PluginConfig,
     herdr: &HerdrCli,
-    sbx: &dyn SandboxBackend,
     mappings: &[PaneMapping],
     action: &str,
-) -> Result<BatchDeletion> {
-    let mut out = BatchDeletion::default();
-    if mappings.is_empty() {
-        return Ok(out);
+) -> Result<bool> {
+    match confirm::ask(app, herdr, action, mappings) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind == ErrorKind::Cancelled => Ok(false),
+        Err(e) => Err(e),
     }
-    let panes: Vec<String> = mappings.iter().map(|m| m.pane_id.clone()).collect();
-    let names: Vec<String> = mappings
-        .iter()
-        .flat_map(PaneMapping::deletion_targets)
-        .collect();
-    match confirm::ask(app, herdr, action, &panes, &names) {
-        Ok(()) => out.confirmed = true,
-        Err(e) if e.kind == ErrorKind::Cancelled => {
-            out.declined = panes;
-            return Ok(out);
-        }
-        Err(e) => return Err(e),
-    }
-    for m in mappings {
-        match lifecycle::destroy(&app.store, sbx, &m.pane_id, Some(&m.revision)).and_then(|d| drop_mapping(app, &m.pane_id).map(|()| d)) {
-            Ok(d) => out.deleted.push(json!({"paneId": m.pane_id, "sandboxName": m.sandbox_name, "deleted": d.deleted, "alreadyMissing": d.already_missing})),
-            Err(e) => {
-                lifecycle::release_claim(&app.store, &m.pane_id);
-                out.failures.push(failure_json(m, &e));
-            }
-        }
-    }
-    Ok(out)
 }
 
-fn failure_json(m: &PaneMapping, e: &PluginError) -> Value {
+/// Deletes the sandboxes of `m` as the popup showed it (its revision must still match) and drops
+/// the mapping; on failure the claim is released and the mapping kept.
+pub fn delete_one(app: &App, sbx: &dyn SandboxBackend, m: &PaneMapping) -> Result<Deleted> {
+    lifecycle::destroy(&app.store, sbx, &m.pane_id, Some(&m.revision))
+        .and_then(|d| drop_mapping(app, &m.pane_id).map(|()| d))
+        .inspect_err(|_| lifecycle::release_claim(&app.store, &m.pane_id))
+}
+
+/// The names a batch result lists as `deleted`: the removed ones, then `<name> (already gone)`.
+pub fn deleted_names(d: &Deleted) -> Vec<String> {
+    d.deleted
+        .iter()
+        .cloned()
+        .chain(
+            d.already_missing
+                .iter()
+                .map(|n| format!("{n} (already gone)")),
+        )
+        .collect()
+}
+
+/// A batch deletion's failure entry.
+pub fn failure_json(m: &PaneMapping, e: &PluginError) -> Value {
     json!({"paneId": m.pane_id, "sandboxName": m.sandbox_name, "errorKind": e.kind.as_str(), "message": e.message})
 }

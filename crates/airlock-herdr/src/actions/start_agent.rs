@@ -4,10 +4,10 @@ use crate::agents::Agent;
 use crate::app::{App, Outcome};
 use crate::config::{OpenIn, PaneDirection, PluginConfig};
 use crate::context::{MountRoot, mount_root};
-use crate::error::Result;
+use crate::error::{PluginError, Result};
 use crate::herdr::HerdrCli;
 use crate::launch::bridge_command;
-use crate::naming::{pane_command, sandbox_name, shell_quote};
+use crate::naming::{pane_command, pane_label, sandbox_name, shell_quote};
 use crate::proc;
 use crate::store::{LifecycleState, MAPPING_VERSION, PaneMapping};
 
@@ -17,8 +17,15 @@ pub fn run(app: &App) -> Result<Outcome> {
     let root = mount_root(&ctx, &app.home)?;
     let agent = config.agent(&config.agent_kind)?;
     // Refuse a path the pane shell cannot quote before anything is created.
-    pane_command(&[], &app.bridge_argv("start", "probe", Some("0")))?;
+    let sbx_bin = app.sbx(&config).ok().map(|s| s.bin);
+    pane_command(
+        &[],
+        &app.bridge_argv("start", "probe", Some("0"), sbx_bin.as_deref()),
+    )?;
     shell_quote(&root.local_path)?;
+    // sbx must answer (daemon up, signed in) before a pane opens: otherwise the pane would only
+    // show the failure, and the mapping would stay provisional.
+    app.backend(&config)?.check()?;
     let herdr = app.herdr()?;
     let source = app.focused_pane()?;
     let workspace = app.workspace()?;
@@ -28,11 +35,7 @@ pub fn run(app: &App) -> Result<Outcome> {
         &root.local_path,
         source.as_deref().unwrap_or(""),
     );
-    let label = format!(
-        "airlock {} {}",
-        agent.kind,
-        &name[name.len() - 12..name.len() - 4]
-    );
+    let label = pane_label(&agent.kind, &name);
     let pane = open_agent_pane(
         &herdr,
         &config,
@@ -42,7 +45,7 @@ pub fn run(app: &App) -> Result<Outcome> {
         &label,
     )?;
     // herdr may hand out a pane id the pane shell cannot take: refuse before any state exists.
-    if let Err(e) = pane_command(&[], &app.bridge_argv("start", &pane, Some("0"))) {
+    if let Err(e) = pane_command(&[], &app.bridge_argv("start", &pane, Some("0"), None)) {
         let _ = herdr.close_pane(&pane);
         return Err(e);
     }
@@ -56,17 +59,38 @@ pub fn run(app: &App) -> Result<Outcome> {
         source.clone(),
     );
     let previous = app.store.update(&pane, |slot| {
-        // herdr handed out a pane id that still has a mapping: carry its sandboxes over so a later
-        // forget-mapping or replace-sandbox deletes them too.
-        let previous: Vec<String> = slot
-            .as_ref()
-            .map(PaneMapping::deletion_targets)
-            .unwrap_or_default();
         let mut m = fresh;
-        m.replaces_sandbox_names = previous.clone();
+        if let Some(stale) = slot.as_ref() {
+            // A mapping still in use (a live bridge, shell or deletion) is never overwritten.
+            if stale.bridge_running()
+                || stale.deletion_in_progress()
+                || !stale.live_shells().is_empty()
+            {
+                return Err(PluginError::conflict(format!(
+                    "herdr handed out pane {pane}, whose mapping to {} is still in use (a bridge, an open-shell session or a deletion runs); nothing was started. Close that pane's session first.",
+                    stale.sandbox_name
+                )));
+            }
+            // herdr handed out a pane id that still has a mapping: carry its sandboxes and their
+            // deletion history over, so a later forget-mapping or replace-sandbox deletes them too.
+            m.replaces_sandbox_names = stale.tracked_names();
+            m.deleted_sandbox_names = stale.deleted_sandbox_names.clone();
+            eprintln!(
+                "pane {pane} was previously mapped to {}; it stays deletable through the new mapping",
+                stale.sandbox_name
+            );
+        }
+        let previous = m.replaces_sandbox_names.clone();
         *slot = Some(m);
         Ok(previous)
-    })?;
+    });
+    let previous = match previous {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = herdr.close_pane(&pane);
+            return Err(e);
+        }
+    };
     let _ = herdr.rename_pane(&pane, &label);
     let m = app.store.require(&pane)?;
     herdr.run_in_pane(

@@ -2,15 +2,21 @@
 
 use crate::app::{App, Outcome};
 use crate::backend::SandboxBackend;
-use crate::error::{ErrorKind, Result};
+use crate::error::{ErrorKind, PluginError, Result};
 use crate::lifecycle;
 use crate::store::LifecycleState;
 
 pub fn run(app: &App) -> Result<Outcome> {
     let config = app.config()?;
-    let m = super::target_mapping(app)?;
     let herdr = app.herdr()?;
-    let pane = herdr.get_pane(&m.pane_id)?;
+    let target = super::target::resolve(app, &herdr)?;
+    super::target::refuse_focused_agent(app, &target, "stop the sandbox")?;
+    let m = target.mapping.clone();
+    let pane = if target.orphan {
+        None
+    } else {
+        herdr.get_pane(&m.pane_id)?
+    };
     lifecycle::guard_idle(&m, pane.as_ref(), true)?;
     let backend = app.backend(&config)?;
     let sbx: &dyn SandboxBackend = backend.as_ref();
@@ -24,12 +30,23 @@ pub fn run(app: &App) -> Result<Outcome> {
             })?;
             return Err(e);
         }
+        // sbx refuses while a session is attached that the guards could not see.
+        Err(e) if e.kind == ErrorKind::Conflict => {
+            return Err(PluginError {
+                message: format!(
+                    "{} Exit the agent and any open-shell pane attached to {} first.",
+                    e.message, m.sandbox_name
+                ),
+                ..e
+            });
+        }
         Err(e) => return Err(e),
     }
     app.store.modify(&m.pane_id, |cur| {
         cur.lifecycle_state = LifecycleState::Stopped;
         Ok(())
     })?;
+    herdr.notify("Docker Sandbox stopped", &m.sandbox_name);
     Ok(Outcome::default()
         .field("paneId", m.pane_id.clone())
         .field("sandboxName", m.sandbox_name.clone())

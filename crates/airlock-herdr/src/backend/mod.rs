@@ -60,7 +60,10 @@ pub struct ExecRequest {
 /// Version and daemon health, for `doctor`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BackendStatus {
-    pub version: Option<String>,
+    /// The backend's own version document (`sbx version --json` as printed).
+    pub version: serde_json::Value,
+    /// The client version found in it, for the human line and the version check.
+    pub client_version: Option<String>,
     pub version_warning: Option<String>,
     pub daemon: serde_json::Value,
 }
@@ -86,4 +89,7 @@ pub trait SandboxBackend: Send + Sync {
     /// Copies between host and sandbox; `NAME:/path` names a path inside a sandbox.
     fn copy(&self, source: &str, destination: &str) -> Result<()>;
     fn status(&self) -> Result<BackendStatus>;
+    /// Whether the backend answers at all (daemon reachable, signed in): what start-agent checks
+    /// before it opens a pane. A failure is classified like any other call.
+    fn check(&self) -> Result<()>;
 }

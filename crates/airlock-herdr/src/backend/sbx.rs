@@ -242,36 +242,59 @@ impl SandboxBackend for SbxCli {
         let doc = sbx_parse::json_document(&version.stdout, "sbx version --json")?;
         let client = doc
             .pointer("/client/version")
+            .or_else(|| doc.pointer("/server/version"))
             .and_then(|v| v.as_str())
             .map(str::to_owned);
-        let version_warning = client.as_deref().and_then(|v| {
-            let mut parts = v
-                .trim_start_matches('v')
-                .split('.')
-                .map(|p| p.parse::<u64>().unwrap_or(0));
-            let (major, minor) = (parts.next()?, parts.next().unwrap_or(0));
-            ((major, minor) < MIN_VERSION)
-                .then(|| format!("sbx {v} is older than 0.42.0; upgrade Docker Sandboxes."))
-        });
-        let daemon = self.run_checked(
-            &strings(&["daemon", "status", "--json"]),
-            "checking the daemon",
-            false,
-        )?;
+        let version_warning = client.as_deref().and_then(version_warning);
+        // sbx itself answered; a daemon status that fails in any way means the daemon does not.
+        let shown = client
+            .clone()
+            .unwrap_or_else(|| "(unknown version)".to_owned());
+        let not_running = |output: String| {
+            PluginError::new(
+                ErrorKind::Daemon,
+                format!(
+                    "sbx {shown} answers, but its daemon does not. Run \"sbx daemon start\" or \"sbx diagnose\"."
+                ),
+            )
+            .with_output(output)
+        };
+        let daemon = match self.run(&strings(&["daemon", "status", "--json"]), false) {
+            Ok(out) if out.success() => out,
+            Ok(out) => return Err(not_running(out.output())),
+            Err(e) => return Err(not_running(e.output.unwrap_or(e.message))),
+        };
         let daemon = sbx_parse::json_document(&daemon.stdout, "sbx daemon status --json")?;
         if daemon.get("running").and_then(serde_json::Value::as_bool) == Some(false) {
-            return Err(PluginError::new(
-                ErrorKind::Daemon,
-                "The sandbox daemon is not running. Run \"sbx daemon start\" or \"sbx diagnose\".",
-            )
-            .with_output(daemon.to_string()));
+            return Err(not_running(daemon.to_string()));
         }
         Ok(BackendStatus {
-            version: client,
+            version: doc,
+            client_version: client,
             version_warning,
             daemon,
         })
     }
+
+    fn check(&self) -> Result<()> {
+        self.run_checked(
+            &strings(&["version", "--json"]),
+            "checking that sbx answers",
+            false,
+        )
+        .map(drop)
+    }
+}
+
+/// A warning for an sbx older than 0.42.0.
+fn version_warning(v: &str) -> Option<String> {
+    let mut parts = v
+        .trim_start_matches('v')
+        .split('.')
+        .map(|p| p.parse::<u64>().unwrap_or(0));
+    let (major, minor) = (parts.next()?, parts.next().unwrap_or(0));
+    ((major, minor) < MIN_VERSION)
+        .then(|| format!("sbx {v} is older than 0.42.0; upgrade Docker Sandboxes."))
 }
 
 #[cfg(test)]

@@ -66,7 +66,7 @@ pub fn run(app: &App) -> i32 {
             let herdr = worker_app.herdr().ok();
             let mappings = worker_app.store.list().unwrap_or_default();
             let (rows, err, _) = list_rows(&mappings, sbx.as_deref(), herdr.as_ref());
-            if rows_tx.send((rows, err)).is_err() {
+            if rows_tx.send((rows, err.map(|e| e.message))).is_err() {
                 return;
             }
             std::thread::sleep(REFRESH);

@@ -28,6 +28,9 @@ pub enum HerdrCommand {
         config_dir: PathBuf,
         #[arg(long)]
         launch_id: Option<String>,
+        /// The sbx the typing action resolved (a pane shell may not find it on its own)
+        #[arg(long)]
+        sbx_bin: Option<PathBuf>,
     },
     /// The worktree.removed hook (reads HERDR_PLUGIN_EVENT_JSON)
     Event,
@@ -67,6 +70,7 @@ pub fn run(command: HerdrCommand) -> anyhow::Result<i32> {
             state_dir,
             config_dir,
             launch_id,
+            sbx_bin,
         } => {
             let mode = match mode {
                 BridgeArg::Start => BridgeMode::Start,
@@ -79,6 +83,7 @@ pub fn run(command: HerdrCommand) -> anyhow::Result<i32> {
                 &state_dir,
                 &config_dir,
                 launch_id.as_deref(),
+                sbx_bin.as_deref(),
             )
         }
         HerdrCommand::Event => airlock_herdr::event::run(),

@@ -310,6 +310,68 @@ impl World {
         Ok((pane, name))
     }
 
+    /// herdr gains pane `id` in workspace `ws` (a pane the user works in).
+    pub fn add_pane(&self, id: &str, ws: &str) {
+        self.herdr_state(|s| s["panes"][id] = json!({"workspace_id": ws, "label": "shell"}));
+    }
+
+    /// A context focused on `pane` of workspace `ws` (none: the context names no workspace).
+    pub fn ctx_in(&self, ws: Option<&str>, pane: &str) -> Value {
+        let mut ctx = json!({"focused_pane_id": pane, "invocation_source": "cli"});
+        if let Some(ws) = ws {
+            ctx["workspace_id"] = json!(ws);
+        }
+        ctx
+    }
+
+    /// Starts an agent in `repo` from `pane` of workspace `ws` and waits for its bridge to exit.
+    pub fn start_agent_from(
+        &self,
+        repo: &Path,
+        ws: Option<&str>,
+        pane: &str,
+    ) -> Result<(String, String), String> {
+        let mut ctx = self.ctx_in(ws, pane);
+        ctx["focused_pane_cwd"] = json!(repo.display().to_string());
+        let run = self.action("start-agent", ctx);
+        check!(run.ok(), "start-agent from {pane}: {}", run.show());
+        let new_pane = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+        let name = run.result["sandboxName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        self.wait_for_bridge_exit(&new_pane)?;
+        Ok((new_pane, name))
+    }
+
+    /// Waits until the bridge of `pane`'s mapping gave its record back.
+    pub fn wait_for_bridge_exit(&self, pane: &str) -> Outcome {
+        self.wait_for("the bridge to exit", || {
+            self.mapping(pane).is_some_and(|m| {
+                m["bridge"]["exitedAt"].is_string() && m["bridge"]["pid"].is_null()
+            })
+        })
+    }
+
+    /// Changes `pane`'s mapping through the store (under its lock), as another airlock would.
+    pub fn modify_mapping(
+        &self,
+        pane: &str,
+        f: impl FnOnce(&mut airlock_herdr::store::PaneMapping),
+    ) -> Outcome {
+        airlock_herdr::store::Store::new(&self.state_dir)
+            .modify(pane, |m| {
+                f(m);
+                Ok(())
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    /// How many commands the fake herdr has run so far.
+    pub fn herdr_calls(&self) -> usize {
+        self.argv_log("FAKE_HERDR_LOG").len()
+    }
+
     /// Waits for `cond` with a deadline (tests never sleep to wait).
     pub fn wait_for(&self, what: &str, cond: impl Fn() -> bool) -> Outcome {
         let deadline = Instant::now() + Duration::from_secs(30);

@@ -130,7 +130,7 @@ pub fn context_and_paths() -> Outcome {
     let run = w.action_with("start-agent", Some("{this is not json"), &[]);
     check!(
         !run.ok()
-            && run.kind() == "target"
+            && run.kind() == "startup"
             && run.result["message"]
                 .as_str()
                 .is_some_and(|m| m.contains("HERDR_PLUGIN_CONTEXT_JSON")),

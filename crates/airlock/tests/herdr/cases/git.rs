@@ -65,7 +65,8 @@ pub fn fetch_via_bundle() -> Outcome {
         .cloned()
         .unwrap_or_default();
     check!(
-        branches.contains(&json!("agent-work")) && branches.contains(&json!("main")),
+        branches.contains(&json!(format!("{remote}/agent-work")))
+            && branches.contains(&json!(format!("{remote}/main"))),
         "branches {branches:?}"
     );
     check!(
@@ -78,13 +79,20 @@ pub fn fetch_via_bundle() -> Outcome {
         "only unreached refs are kept: {keep:?}"
     );
     check!(
-        keep[0]["command"] == format!("git branch agent-work {remote}/agent-work").as_str(),
+        keep[0]["command"]
+            == format!(
+                "git -C {} branch agent-work {remote}/agent-work",
+                repo.display()
+            )
+            .as_str(),
         "command {}",
         keep[0]
     );
     check!(
-        run.stdout
-            .contains(&format!("git branch agent-work {remote}/agent-work")),
+        run.stdout.contains(&format!(
+            "git -C {} branch agent-work {remote}/agent-work",
+            repo.display()
+        )),
         "printed: {}",
         run.stdout
     );

@@ -6,6 +6,10 @@ pub mod flow;
 pub mod git;
 pub mod locks;
 pub mod misc;
+pub mod parity_deletion;
+pub mod parity_more;
+pub mod parity_panes;
+pub mod parity_shapes;
 pub mod recovery;
 
 use crate::world::Outcome;
@@ -114,6 +118,107 @@ pub const CASES: &[Case] = &[
     ),
     ("bad_input_context_and_paths", bad_input::context_and_paths),
     ("bad_input_name_clash", bad_input::name_clash),
+    (
+        "parity_1_orphan_reachable_from_any_workspace",
+        parity_panes::orphan_reachable_from_any_workspace,
+    ),
+    (
+        "parity_1_orphan_deletions_and_ambiguity",
+        parity_panes::orphan_deletions_and_ambiguity,
+    ),
+    (
+        "parity_1_workspace_null_and_reused_pane_ids",
+        parity_panes::workspace_null_and_reused_pane_ids,
+    ),
+    (
+        "parity_2_prune_pane_came_back_during_the_popup",
+        parity_deletion::prune_pane_came_back_during_the_popup,
+    ),
+    (
+        "parity_2_prune_mapping_rewritten_during_the_listing",
+        parity_deletion::prune_mapping_rewritten_during_the_listing,
+    ),
+    (
+        "parity_2_prune_keeps_a_bridge_in_creating",
+        parity_deletion::prune_keeps_a_bridge_in_creating,
+    ),
+    (
+        "parity_3_replace_validates_before_it_deletes",
+        parity_deletion::replace_validates_before_it_deletes,
+    ),
+    (
+        "parity_3_replace_uses_the_configured_agent_and_keeps_history",
+        parity_deletion::replace_uses_the_configured_agent_and_keeps_history,
+    ),
+    (
+        "parity_4_start_agent_checks_sbx_first",
+        parity_panes::start_agent_checks_sbx_first,
+    ),
+    ("parity_4_conflict_rules", parity_panes::conflict_rules),
+    (
+        "parity_5_install_keybindings_rules",
+        parity_shapes::install_keybindings_rules,
+    ),
+    (
+        "parity_6_info_and_list_value_shapes",
+        parity_shapes::info_and_list_value_shapes,
+    ),
+    (
+        "parity_6_doctor_value_shapes",
+        parity_shapes::doctor_value_shapes,
+    ),
+    (
+        "parity_6_prune_deleted_by_name",
+        parity_shapes::prune_deleted_by_name,
+    ),
+    (
+        "parity_7_worktree_hook_names_and_exit_codes",
+        parity_deletion::worktree_hook_names_and_exit_codes,
+    ),
+    (
+        "parity_7_pane_command_carries_the_sbx_path",
+        parity_panes::pane_command_carries_the_sbx_path,
+    ),
+    (
+        "parity_7_failed_rehome_closes_the_extra_pane",
+        parity_panes::failed_rehome_closes_the_extra_pane,
+    ),
+    (
+        "parity_7_open_shell_with_a_vanished_cwd",
+        parity_panes::open_shell_with_a_vanished_cwd,
+    ),
+    (
+        "parity_7_config_strictness",
+        parity_shapes::config_strictness,
+    ),
+    (
+        "parity_1_shell_protects_a_rehomed_sandbox",
+        parity_more::shell_protects_a_rehomed_sandbox,
+    ),
+    (
+        "parity_7_swallowed_command_moves_next_to_the_user",
+        parity_more::swallowed_command_moves_next_to_the_user,
+    ),
+    (
+        "parity_7_fetch_changes_records_what_it_learns",
+        parity_more::fetch_changes_records_what_it_learns,
+    ),
+    (
+        "parity_7_garbage_context_is_startup",
+        parity_more::garbage_context_is_startup,
+    ),
+    (
+        "parity_6_links_rows_and_toasts",
+        parity_more::links_rows_and_toasts,
+    ),
+    (
+        "parity_7_popup_warns_about_clone_mode_work",
+        parity_more::popup_warns_about_clone_mode_work,
+    ),
+    (
+        "parity_1_fetch_and_open_port_reach_an_orphan",
+        parity_more::fetch_and_open_port_reach_an_orphan,
+    ),
     ("locks_hammer_8_processes", locks::hammer_8_processes),
     (
         "locks_kill_9_leaves_a_reclaimable_lock",

@@ -8,6 +8,10 @@
 //!   is never answered when it is unset (`__hold__`: the popup opens and waits forever).
 //! - `FAKE_HERDR_ON_POPUP=<sh command>`: run when a popup opens (a race while it waits).
 //! - `FAKE_HERDR_FAIL="pane split;..."`: those commands fail; `FAKE_HERDR_DELAY_MS="pane list=ms"`.
+//! - State `"reuse_ids": [..]`: the next new panes get these ids (herdr hands out an id again).
+//! - State `"restore_on_popup": {pane: {...}}`: those panes come back when a popup opens.
+//! - A pane's command never sees `HERDR_SBX_BIN`: a pane shell has herdr's environment, not the
+//!   invoking action's.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -91,7 +95,14 @@ pub fn main(argv: Vec<String>) -> i32 {
             };
             let n = s["next"].as_u64().unwrap_or(100);
             s["next"] = json!(n + 1);
-            let pane = format!("{workspace}:p{n}");
+            let reused = s["reuse_ids"]
+                .as_array_mut()
+                .filter(|ids| !ids.is_empty())
+                .map(|ids| ids.remove(0));
+            let pane = match reused.as_ref().and_then(Value::as_str) {
+                Some(id) => id.to_owned(),
+                None => format!("{workspace}:p{n}"),
+            };
             if s.get("panes").is_none() {
                 s["panes"] = json!({});
             }
@@ -230,7 +241,8 @@ fn pane_run(id: &str, pane: &str, text: &str) -> i32 {
     command
         .args(["-c", text])
         .env("HERDR_PANE_ID", pane)
-        .env_remove("HERDR_PLUGIN_CONTEXT_JSON");
+        .env_remove("HERDR_PLUGIN_CONTEXT_JSON")
+        .env_remove("HERDR_SBX_BIN");
     let out = dir().join(format!("pane-{n}.out"));
     let pid = spawn_detached(command, out.clone(), None);
     with_state(STATE, |s| {
@@ -276,6 +288,13 @@ fn plugin_pane(id: &str, args: &[String]) -> i32 {
     let n = with_state(STATE, |s| {
         let popups = s["popups"].as_array().cloned().unwrap_or_default();
         s["popups"] = json!([popups, vec![json!({"entrypoint": entry, "args": args})]].concat());
+        if let Some(back) = s.get_mut("restore_on_popup").map(Value::take)
+            && let Some(back) = back.as_object()
+        {
+            for (id, pane) in back {
+                s["panes"][id] = pane.clone();
+            }
+        }
         s["popups"].as_array().map_or(0, Vec::len)
     });
     // A race knob: something changes while the popup is open.

@@ -6,8 +6,10 @@
 //! - `FAKE_SBX_DAEMON=down`: every call fails like a stopped daemon.
 //! - `FAKE_SBX_LS_FORMAT`: documented | array | map | chatter | null | sandboxes-null | garbage | unnamed.
 //! - `FAKE_SBX_MISSING_BINARIES=a,b`: `command -v` fails silently for them.
-//! - `FAKE_SBX_ATTACH_HOLD=<file>`: an interactive session runs until the file exists.
+//! - `FAKE_SBX_ATTACH_HOLD=<file>`: an interactive session runs until the file exists (with
+//!   `FAKE_SBX_ATTACH_HOLD_MATCH=<program>`: only sessions running that program).
 //! - `FAKE_SBX_ATTACH_EXIT=<code>`, `FAKE_SBX_SETUP_EXIT=<code>`.
+//! - `FAKE_SBX_ON_LS=<sh command>`: run before `ls` answers (a race during a listing).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -99,6 +101,9 @@ pub fn main(argv: Vec<String>) -> i32 {
 }
 
 fn ls() -> i32 {
+    if let Ok(script) = std::env::var("FAKE_SBX_ON_LS") {
+        let _ = Command::new("sh").args(["-c", &script]).status();
+    }
     let list = with_state(STATE, |s| {
         s.get("sandboxes").cloned().unwrap_or_else(|| json!({}))
     });
@@ -241,7 +246,11 @@ fn exec(args: &[String]) -> i32 {
     };
     if interactive {
         println!("[fake sbx] attached to {name}: {}", argv.join(" "));
-        if let Ok(hold) = std::env::var("FAKE_SBX_ATTACH_HOLD") {
+        let matches = std::env::var("FAKE_SBX_ATTACH_HOLD_MATCH")
+            .map_or(true, |p| p.is_empty() || argv.first() == Some(&p));
+        if let Ok(hold) = std::env::var("FAKE_SBX_ATTACH_HOLD")
+            && matches
+        {
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
             while !Path::new(&hold).exists() && std::time::Instant::now() < deadline {
                 std::thread::sleep(std::time::Duration::from_millis(20));
