@@ -1,6 +1,6 @@
 //! Choosing a backend (`run --backend`, `[sandbox] backend`, `$AIRLOCK_BACKEND`) and the bwrap
 //! backend end to end with the real bubblewrap: what it renders, what it refuses (nothing created),
-//! and a launch's exit status, signal, environment and network passing through as in native.
+//! its overlays, and a launch's exit status, signal and environment passing through as in native.
 //! The escape suite runs every attack against both backends.
 
 mod common;
@@ -104,33 +104,74 @@ fn bwrap_missing_from_path_is_a_clear_error() {
 }
 
 #[test]
-fn an_overlay_spec_is_refused_with_bwrap_and_nothing_is_created() {
+fn bwrap_overlays_keep_writes_in_the_sandbox_and_a_mount_beneath_one_is_refused() {
     if !bwrap_installed() {
         return;
     }
     let h = TestHome::new("home/code/app");
-    // An overlay-mode mount: bubblewrap 0.8 has no overlays, so the launch must not go on weaker.
-    std::fs::create_dir_all(h.home.join("notes")).unwrap();
+    let notes = h.home.join("notes");
+    write(&notes.join("todo"), "host\n");
     h.config("[[sandbox.mounts]]\npath = \"~/notes\"\nmode = \"overlay\"\n");
+    let script = format!(
+        "cat {n}/todo; echo sandbox > {n}/todo; echo new > {n}/added; cat {n}/todo; \
+         ls /run/airlock/overlays/0 | wc -l",
+        n = notes.display()
+    );
+    let args = [
+        "run",
+        "--backend",
+        "bwrap",
+        "--network",
+        "none",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ];
+    let out = run_with(&h, &[], &args);
+    assert!(out.status.success(), "{}", report(&out));
+    // The host's file first, then the sandbox's own copy; the staged layers are gone inside.
+    assert_eq!(stdout(&out), "host\nsandbox\n0\n", "{}", report(&out));
+    assert_eq!(
+        std::fs::read_to_string(notes.join("todo")).unwrap(),
+        "host\n"
+    );
+    assert!(
+        !notes.join("added").exists(),
+        "an overlay write reached the host"
+    );
+    // The next session sees what the last one kept, as in native.
+    let again = [
+        "run",
+        "--backend",
+        "bwrap",
+        "--network",
+        "none",
+        "--",
+        "cat",
+    ];
+    let mut again = again.to_vec();
+    let added = notes.join("added").display().to_string();
+    again.push(&added);
+    let out = run_with(&h, &[], &again);
+    assert_eq!(stdout(&out), "new\n", "{}", report(&out));
+
+    // A hidden file beneath the overlay would end up under it: refused before anything runs.
+    h.config(
+        "[[sandbox.mounts]]\npath = \"~/notes\"\nmode = \"overlay\"\n\n\
+         [[sandbox.mounts]]\npath = \"~/notes/todo\"\nmode = \"hidden\"\n",
+    );
     let out = run_with(&h, &[], &["run", "--backend", "bwrap", "--", "true"]);
     assert_eq!(out.status.code(), Some(125), "{}", report(&out));
     let err = stderr(&out);
-    assert!(
-        err.contains("the bwrap backend cannot mount overlays"),
-        "{err}"
-    );
-    assert!(
-        err.contains(&h.home.join("notes").display().to_string()),
-        "{err}"
-    );
+    assert!(err.contains("is mounted beneath the overlay on"), "{err}");
     assert!(err.contains("--backend native"), "{err}");
-    assert!(
-        !h.sandboxes().exists(),
-        "state was created for a refused launch"
-    );
-    // The same spec runs with native.
     let out = run_with(&h, &[], &["run", "--network", "none", "--", "true"]);
-    assert!(out.status.success(), "{}", report(&out));
+    assert!(
+        out.status.success(),
+        "native takes the same spec: {}",
+        report(&out)
+    );
 }
 
 #[test]
@@ -223,4 +264,85 @@ fn bwrap_keeps_env_files_hidden_and_the_host_read_only() {
     // A .env.* file created inside is hidden once the keeper sees it (inotify), as in native.
     assert!(!seen.contains("new"), "{seen}");
     assert!(seen.contains("devnull"), "{seen}");
+}
+
+#[test]
+fn a_second_bwrap_session_sees_the_first_ones_layer_and_keeps_nothing() {
+    if !bwrap_installed() {
+        return;
+    }
+    let h = TestHome::new("home/code/app");
+    let notes = h.home.join("notes");
+    write(&notes.join("todo"), "host\n");
+    h.config("[[sandbox.mounts]]\npath = \"~/notes\"\nmode = \"overlay\"\n");
+    let n = notes.display();
+    // Session A owns the layer: it writes, then waits (the markers are in the project).
+    let first =
+        format!("echo from-a > {n}/todo; : > ready; while [ ! -e stop ]; do sleep 0.05; done");
+    let mut a = h.airlock(&[
+        "run",
+        "--backend",
+        "bwrap",
+        "--network",
+        "none",
+        "--",
+        "sh",
+        "-c",
+        &first,
+    ]);
+    a.env("PATH", "/usr/local/bin:/usr/bin:/bin");
+    let mut a = a.spawn().unwrap();
+    let project_ready = h.project.join("ready");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !project_ready.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "session A never got ready"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Session B: the owner's upper read-only above the host's dir, its own writes thrown away.
+    let second = format!("cat {n}/todo; echo from-b > {n}/todo; cat {n}/todo");
+    let out = run_with(
+        &h,
+        &[],
+        &[
+            "run",
+            "--backend",
+            "bwrap",
+            "--network",
+            "none",
+            "--",
+            "sh",
+            "-c",
+            &second,
+        ],
+    );
+    std::fs::write(h.project.join("stop"), "").unwrap();
+    assert!(a.wait().unwrap().success());
+    assert!(out.status.success(), "{}", report(&out));
+    assert_eq!(stdout(&out), "from-a\nfrom-b\n", "{}", report(&out));
+    let after = [
+        "run",
+        "--backend",
+        "bwrap",
+        "--network",
+        "none",
+        "--",
+        "cat",
+    ];
+    let mut after = after.to_vec();
+    let todo = notes.join("todo").display().to_string();
+    after.push(&todo);
+    let out = run_with(&h, &[], &after);
+    assert_eq!(
+        stdout(&out),
+        "from-a\n",
+        "B's write was kept: {}",
+        report(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(notes.join("todo")).unwrap(),
+        "host\n"
+    );
 }

@@ -127,10 +127,7 @@ pub fn doctor_rows(
             Some(version) => Check {
                 name: "backend bwrap",
                 status: Status::Ok,
-                detail: format!(
-                    "{} ({version}); overlay-mode mounts are refused with it",
-                    program.display()
-                ),
+                detail: format!("{} ({version})", program.display()),
                 fix: None,
             },
             None => Check {

@@ -89,12 +89,12 @@ fn modes() -> Vec<(String, Result<Mode, Failure>)> {
     modes
 }
 
-/// A case that failed only because the bwrap backend refused to launch a spec with overlays (the
-/// git readwrite layer, overlay-mode tools): the launch failed closed, so the attack did not run,
-/// and the case says so instead of failing. An escape is never read as this.
+/// A case that failed only because the bwrap backend refused to launch its spec (a mount beneath
+/// an overlay): the launch failed closed, so the attack did not run, and the case says so instead
+/// of failing. An escape is never read as this.
 fn refused_by_backend(mode: &Mode, reason: &str) -> bool {
     mode.backend == "bwrap"
-        && reason.contains("the bwrap backend cannot mount overlays")
+        && reason.contains("is mounted beneath the overlay on")
         && !reason.contains("ESCAPE")
 }
 
@@ -164,8 +164,7 @@ fn run_mode(
         let outcome = match (outcome, &mode) {
             (Err(Failure::Fail(reason)), Ok(mode)) if refused_by_backend(mode, &reason) => {
                 Err(Failure::Skip(format!(
-                    "the {} backend refuses this sandbox (fail closed): it needs overlays, which \
-                     bubblewrap 0.8 lacks",
+                    "the {} backend refuses this sandbox (fail closed): a mount beneath an overlay",
                     mode.backend
                 )))
             }

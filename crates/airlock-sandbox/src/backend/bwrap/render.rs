@@ -2,15 +2,15 @@
 //!
 //! bwrap builds the namespaces and the mounts; airlock's stage (`/run/airlock/airlock-stage`, the
 //! command bwrap runs) does the rest as native's init does: the hidden files, the egress listener,
-//! Landlock, seccomp, the terminal. What bwrap 0.8 cannot build (overlays) is refused by
-//! [`unsupported`], never left out.
+//! Landlock, seccomp, the terminal, and the overlays bwrap 0.8 cannot build. What cannot be
+//! built that way is refused by [`unsupported`], never left out.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use airlock_config::NetworkMode;
 
-use crate::spec::{MountOp, SandboxSpec};
+use crate::spec::{MountOp, SandboxSpec, Upper};
 
 /// Where the stage (the airlock binary) is bound inside, read-only.
 pub const STAGE_PATH: &str = "/run/airlock/airlock-stage";
@@ -39,24 +39,44 @@ pub struct Rendered {
 
 /// What the bwrap backend cannot honour in `spec`: one sentence each, naming the feature and the
 /// alternative. A launch with any of them is refused.
+///
+/// The stage mounts each overlay after bwrap has built the whole root (bubblewrap 0.8 has no
+/// overlays), so a later mount beneath an overlay's target would end up under the overlay, hidden:
+/// refused rather than lost.
 pub fn unsupported(spec: &SandboxSpec) -> Vec<String> {
     let mut out = Vec::new();
-    let overlays: Vec<String> = spec
-        .mounts
-        .iter()
-        .filter(|op| matches!(op, MountOp::Overlay { .. }))
-        .map(|op| op.target().display().to_string())
-        .collect();
-    if !overlays.is_empty() {
-        out.push(format!(
-            "the bwrap backend cannot mount overlays (bubblewrap 0.8 has none), and this sandbox \
-             has {} ({}); use --backend native, or give those tools mount_mode = \"readonly\" or \
-             \"readwrite\"",
-            overlays.len(),
-            overlays.join(", ")
-        ));
+    for (i, op) in spec.mounts.iter().enumerate() {
+        let MountOp::Overlay { target, .. } = op else {
+            continue;
+        };
+        let beneath: Vec<String> = spec.mounts[i + 1..]
+            .iter()
+            .map(MountOp::target)
+            .filter(|t| t.starts_with(target) && *t != target.as_path())
+            .map(|t| t.display().to_string())
+            .collect();
+        if !beneath.is_empty() {
+            out.push(format!(
+                "the bwrap backend mounts overlays after bubblewrap has built the root, and {} \
+                 is mounted beneath the overlay on {}, where it would be hidden; use --backend \
+                 native, or give that tool mount_mode = \"readonly\" or \"readwrite\"",
+                beneath.join(", "),
+                target.display()
+            ));
+        }
     }
     out
+}
+
+/// Where bwrap puts overlay number `i`'s layer dir (its `upper/` and `work/`), or the stage its
+/// tmpfs for throwaway writes: the stage detaches it once the overlay is mounted.
+pub fn staging_dir(i: usize) -> String {
+    format!("/run/airlock/overlays/{i}")
+}
+
+/// Where a stacked overlay's saved upper (read-only, the owner's) is staged.
+pub fn stacked_dir(i: usize) -> String {
+    format!("/run/airlock/overlays/{i}-saved")
 }
 
 /// Renders `spec` for bwrap; `stage` is the host path of the airlock binary the stage runs from.
@@ -97,6 +117,7 @@ pub fn render(spec: &SandboxSpec, stage: &Path) -> Result<Rendered, String> {
         }
         r.mount(op, tmpfs_size);
     }
+    r.stage_overlays(&spec.mounts);
     if r.keeper_dir {
         r.opt("--remount-ro", crate::hide::PINNED_DIR);
     }
@@ -143,6 +164,29 @@ impl Renderer {
     fn data_fd(&mut self, what: DataFd) -> String {
         self.data.push(what);
         (FIRST_DATA_FD + self.data.len() as i32 - 1).to_string()
+    }
+
+    /// Each overlay's layers where the stage finds them: the layer dir bound writable for a
+    /// persistent or owned upper, an empty dir for the stage's tmpfs otherwise, and a stacked
+    /// overlay's saved upper read-only.
+    fn stage_overlays(&mut self, mounts: &[MountOp]) {
+        let uppers = mounts.iter().filter_map(|op| match op {
+            MountOp::Overlay { upper, .. } => Some(upper),
+            _ => None,
+        });
+        for (i, upper) in uppers.enumerate() {
+            let staged = staging_dir(i);
+            match upper {
+                Upper::Persistent { dir } | Upper::Owned { dir } => {
+                    self.pair("--bind", dir, Path::new(&staged));
+                }
+                Upper::Throwaway => self.opt("--dir", staged),
+                Upper::Stacked { dir } => {
+                    self.opt("--dir", staged);
+                    self.pair("--ro-bind", &dir.join("upper"), Path::new(&stacked_dir(i)));
+                }
+            }
+        }
     }
 
     fn mount(&mut self, op: &MountOp, tmpfs_size: u64) {
@@ -194,8 +238,9 @@ impl Renderer {
             // bwrap binds the host's device nodes writable (and has no read-only bind that keeps
             // devices working): the stage makes them read-only before the workload runs.
             MountOp::Dev { target } => self.opt("--dev", target.as_os_str()),
-            // render() refused the spec before (see unsupported).
-            MountOp::Overlay { .. } => unreachable!("overlays are refused before rendering"),
+            // The lower, read-only at the target; the stage puts the overlay on it (see
+            // stage_overlays and native/stage/overlays.rs).
+            MountOp::Overlay { lower, target, .. } => self.pair("--ro-bind", lower, target),
         }
     }
 }

@@ -19,7 +19,7 @@ use crate::spec::MountOp;
 
 pub(crate) mod dev;
 mod layers;
-mod target;
+pub(crate) mod target;
 
 use dev::dev;
 use layers::{copy_file, overlay};

@@ -105,7 +105,7 @@ pub(super) fn parent_dir<'a>(
     Ok((dir, last))
 }
 
-pub(super) fn open_or_mkdir(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<OwnedFd> {
+pub(crate) fn open_or_mkdir(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<OwnedFd> {
     let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW;
     let resolve = sys::RESOLVE_NO_SYMLINKS | sys::RESOLVE_BENEATH;
     match sys::openat2(dir, name, flags, resolve) {

@@ -124,17 +124,71 @@ fn host_network_keeps_the_network_namespace_and_no_size_means_the_default() {
 }
 
 #[test]
-fn an_overlay_is_refused_naming_the_target_and_the_alternatives() {
+fn overlays_are_their_lower_at_the_target_and_their_layers_staged_for_the_stage() {
+    let mut spec = spec();
+    let (claude, git) = ("/home/dev/.claude", "/home/dev/proj/.git");
+    let state = "/home/dev/.local/share/airlock/sandboxes/proj-12345678";
+    spec.mounts.push(MountOp::Overlay {
+        lower: claude.into(),
+        target: claude.into(),
+        upper: crate::spec::Upper::Persistent {
+            dir: format!("{state}/overlays/claude").into(),
+        },
+    });
+    spec.mounts.push(MountOp::Overlay {
+        lower: git.into(),
+        target: git.into(),
+        upper: crate::spec::Upper::Stacked {
+            dir: format!("{state}/git").into(),
+        },
+    });
+    spec.mounts.push(MountOp::Overlay {
+        lower: "/home/dev/.cache".into(),
+        target: "/home/dev/.cache".into(),
+        upper: crate::spec::Upper::Throwaway,
+    });
+    let args = argv(&render(&spec, Path::new("/a")).unwrap());
+    let joined = args.join(" ");
+    for expected in [
+        format!("--ro-bind {claude} {claude}"),
+        format!("--ro-bind {git} {git}"),
+        "--ro-bind /home/dev/.cache /home/dev/.cache".to_owned(),
+        format!("--bind {state}/overlays/claude /run/airlock/overlays/0"),
+        "--dir /run/airlock/overlays/1".to_owned(),
+        format!("--ro-bind {state}/git/upper /run/airlock/overlays/1-saved"),
+        "--dir /run/airlock/overlays/2".to_owned(),
+    ] {
+        assert!(joined.contains(&expected), "{expected:?} not in {joined}");
+    }
+    // The staging comes after every op of the spec, before the root is made read-only.
+    let staged = joined.find("/run/airlock/overlays/0").unwrap();
+    assert!(staged > joined.find("/home/dev/my dir").unwrap());
+    assert!(staged < joined.rfind("--remount-ro / --").unwrap());
+    assert!(unsupported(&spec).is_empty());
+}
+
+#[test]
+fn a_mount_beneath_an_overlay_is_refused_naming_both() {
     let mut spec = spec();
     spec.mounts.push(MountOp::Overlay {
         lower: "/home/dev/.claude".into(),
         target: "/home/dev/.claude".into(),
         upper: crate::spec::Upper::Throwaway,
     });
+    spec.mounts.push(MountOp::MaskFile {
+        target: "/home/dev/.claude/.credentials.json".into(),
+    });
     let e = render(&spec, Path::new("/a")).unwrap_err();
-    assert!(e.contains("/home/dev/.claude"), "{e}");
+    assert!(e.contains("/home/dev/.claude/.credentials.json"), "{e}");
+    assert!(e.contains("the overlay on /home/dev/.claude"), "{e}");
     assert!(e.contains("--backend native"), "{e}");
-    assert_eq!(unsupported(&spec).len(), 1);
+    // A later mount beside it (same prefix, another name) is fine.
+    spec.mounts.pop();
+    spec.mounts.push(MountOp::Tmpfs {
+        target: "/home/dev/.claude-other".into(),
+        writable: true,
+    });
+    assert!(unsupported(&spec).is_empty());
 }
 
 #[test]

@@ -16,14 +16,16 @@ use std::os::unix::fs::OpenOptionsExt as _;
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
 
-use super::child::{self, ChildPlan};
-use super::creds::FdLimit;
-use super::net;
-use super::tty::TtyPlan;
+use crate::native::child::{self, ChildPlan};
+use crate::native::creds::FdLimit;
+use crate::native::net;
+use crate::native::tty::TtyPlan;
 use crate::spec::SandboxSpec;
 use airlock_config::NetworkMode;
 
 pub use crate::backend::bwrap::render::{PLAN_FD, SOCK_FD, STAGE_PATH};
+
+mod overlays;
 
 /// The name the airlock binary answers as the stage (the basename of [`STAGE_PATH`]).
 pub const STAGE_NAME: &str = "airlock-stage";
@@ -157,6 +159,9 @@ pub fn main() -> ! {
         // SAFETY: _exit skips destructors, as every early exit of init does.
         _ => unsafe { libc::_exit(child::SETUP_FAILED) },
     }
+    if let Err(e) = overlays::mount_all(&spec) {
+        child::die(sock, &e);
+    }
     if let Err(e) = devices_read_only(&spec) {
         child::die(sock, &e);
     }
@@ -186,16 +191,16 @@ fn devices_read_only(spec: &SandboxSpec) -> Result<(), String> {
         let MountOp::Dev { target } = op else {
             continue;
         };
-        for node in super::rootfs::dev::DEVICE_NODES {
+        for node in crate::native::rootfs::dev::DEVICE_NODES {
             let path = target.join(node);
             let fd = std::fs::File::options()
                 .read(true)
                 .custom_flags(libc::O_PATH | libc::O_NOFOLLOW)
                 .open(&path)
                 .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-            super::sys::set_attr(
+            crate::native::sys::set_attr(
                 std::os::fd::AsFd::as_fd(&fd),
-                super::sys::MOUNT_ATTR_RDONLY,
+                crate::native::sys::MOUNT_ATTR_RDONLY,
                 0,
                 false,
             )
@@ -212,7 +217,7 @@ mod tests {
     #[test]
     fn the_plan_round_trips_with_and_without_a_tty() {
         let spec: SandboxSpec =
-            serde_json::from_str(include_str!("../backend/bwrap/testdata/spec.json")).unwrap();
+            serde_json::from_str(include_str!("../../backend/bwrap/testdata/spec.json")).unwrap();
         // SAFETY: zeroed termios and winsize are valid values.
         let mut termios: libc::termios = unsafe { std::mem::zeroed() };
         termios.c_lflag = 0o1234;
@@ -245,7 +250,7 @@ mod tests {
     #[test]
     fn a_cut_plan_is_an_error_not_a_panic() {
         let spec: SandboxSpec =
-            serde_json::from_str(include_str!("../backend/bwrap/testdata/spec.json")).unwrap();
+            serde_json::from_str(include_str!("../../backend/bwrap/testdata/spec.json")).unwrap();
         let bytes = encode(&spec, None, None);
         for n in [0, 1, 5, bytes.len() - 1] {
             assert!(decode(&bytes[..n]).is_err(), "{n} bytes");
