@@ -100,6 +100,10 @@ pub const CASES: &[Case] = &[
         run: processes::host_process_unsignalable,
     },
     Case {
+        name: "init-not-taken-over",
+        run: processes::init_not_taken_over,
+    },
+    Case {
         name: "inherited-fds-closed",
         run: processes::inherited_fds_closed,
     },

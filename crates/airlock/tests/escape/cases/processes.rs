@@ -39,6 +39,34 @@ pub fn host_process_unsignalable(mode: &Mode) -> Outcome {
     Ok(())
 }
 
+/// Init keeps the capabilities the workload dropped (it hides files with mounts for the whole
+/// session), and under bwrap the stage is uid 0 of the namespace that owns the mounts: a workload
+/// that could ptrace it, or write its memory, would have them all. Every other process in the
+/// sandbox must refuse both. Control: the same probe takes over a child of its own.
+pub fn init_not_taken_over(mode: &Mode) -> Outcome {
+    let mut w = World::new(mode)?;
+    let p = w.probe(Net::None, &["take-over-others"])?;
+    match &p.result {
+        Ok(detail) => Err(crate::harness::fail(format!(
+            "ESCAPE: {detail}:\n      {}",
+            p.run.describe()
+        ))),
+        Err(_) => {
+            // Control: a shell in the sandbox is the probe's parent here, and a process it owns
+            // and that is its own child can be traced (yama scope 1 allows descendants).
+            let script = "sleep 5 & ./probe probe take-over-others; kill $! 2>/dev/null; true";
+            let run = w.airlock(&["run", "--network", "none", "--", "sh", "-c", script])?;
+            check!(
+                run.stdout.contains("PROBE ok"),
+                "control failed (a harness failure, not a pass): the probe could not take over \
+                 a sibling it may trace, so a refusal proves nothing:\n      {}",
+                run.describe()
+            );
+            Ok(())
+        }
+    }
+}
+
 /// The workload holds only stdin, stdout and stderr: no fd of airlock's own (socketpairs,
 /// pidfds, a handle on the old root) and none that whoever started airlock handed down (a
 /// terminal or an IDE leaking fds is common). An inherited fd reaches past every mount: a file

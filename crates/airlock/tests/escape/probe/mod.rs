@@ -89,6 +89,7 @@ pub fn run(args: &[String]) -> i32 {
             .map(|d| format!("cwd={}", d.display()))
             .map_err(|e| denial("getcwd", &e)),
         ["kill", signal, pid] => kill(signal, pid),
+        ["take-over-others"] => procs::take_over_others(),
         ["euid"] => Ok(ids()),
         ["status", fields @ ..] if !fields.is_empty() => status_fields(fields),
         ["fork"] => in_child("fork", || 0),

@@ -131,3 +131,68 @@ pub(super) fn numeric_proc_entries() -> Vec<u32> {
         })
         .unwrap_or_default()
 }
+
+/// Tries to take over every other process in the sandbox (init holds the capabilities the workload
+/// dropped; under bwrap, bwrap's own pid 1 too): `PTRACE_SEIZE` (the permission check of
+/// `PTRACE_ATTACH`, without stopping the process) and opening `/proc/<pid>/mem` for writing. Succeeds if any one works; otherwise the errnos, `pid:errno` each.
+pub(super) fn take_over_others() -> Attempt {
+    let me = std::process::id();
+    let mut refused = Vec::new();
+    let mut pids: Vec<u32> = fs::read_dir("/proc")
+        .map_err(|e| denial("list /proc", &e))?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&pid| pid != me)
+        .collect();
+    pids.sort_unstable();
+    if pids.is_empty() {
+        return Err(Denial {
+            name: "ENOENT".into(),
+            what: "no other process in the sandbox to try".into(),
+        });
+    }
+    for pid in &pids {
+        let attach = super::in_child(&format!("ptrace seize {pid}"), || {
+            // SAFETY: PTRACE_SEIZE with integer arguments; the child exits right after, which
+            // detaches it.
+            let ret = unsafe {
+                libc::ptrace(
+                    libc::PTRACE_SEIZE,
+                    *pid as libc::pid_t,
+                    std::ptr::null_mut::<libc::c_void>(),
+                    std::ptr::null_mut::<libc::c_void>(),
+                )
+            };
+            if ret == 0 {
+                0
+            } else {
+                std::io::Error::last_os_error().raw_os_error().unwrap_or(1)
+            }
+        });
+        match attach {
+            Ok(_) => return Ok(format!("ptrace attached to pid {pid}")),
+            Err(d) => refused.push(format!("{pid}:{}", d.name)),
+        }
+        match fs::OpenOptions::new()
+            .write(true)
+            .open(format!("/proc/{pid}/mem"))
+        {
+            Ok(_) => return Ok(format!("opened /proc/{pid}/mem for writing")),
+            Err(e) => refused.push(format!(
+                "{pid}/mem:{}",
+                super::errno_name(e.raw_os_error().unwrap_or(0))
+            )),
+        }
+    }
+    // One name for the harness to match: every refusal the same kind, else the mix.
+    let names: std::collections::BTreeSet<&str> =
+        refused.iter().filter_map(|r| r.split(':').nth(1)).collect();
+    let name = if names.len() == 1 {
+        names.into_iter().next().unwrap_or("EPERM").to_owned()
+    } else {
+        "MIXED".to_owned()
+    };
+    Err(Denial {
+        name,
+        what: refused.join(" "),
+    })
+}
