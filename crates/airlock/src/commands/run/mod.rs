@@ -1,13 +1,15 @@
-//! `airlock run`: locate the project, load the config, build the spec, launch, report.
+//! `airlock run`: locate the project, load the config, build the spec, choose the backend, hand
+//! them to `airlock_sandbox::session::run` with this launch's gates (`gates.rs`), report.
 
 use std::path::{Path, PathBuf};
 
 use airlock_config::{NetworkMode, XdgPaths};
-use airlock_egress::{EgressPolicy, ProxyConfig, ProxyHandle};
+use airlock_egress::EgressPolicy;
 use airlock_sandbox::native::{self, LaunchError, Outcome};
-use airlock_sandbox::state::{self, CloseOutcome};
-use airlock_sandbox::{HostFacts, RunRequest, host};
+use airlock_sandbox::{HostFacts, RunRequest, host, session, state};
 use anyhow::{Context, bail};
+
+mod gates;
 
 use crate::cli::{NetworkArg, RunArgs};
 
@@ -130,108 +132,28 @@ pub fn launch(
             spec.state_root.display()
         );
     }
-    let mut spec = spec;
-    let session = state::open_session(&paths.sandboxes_dir(), &paths.locks_dir(), &spec.project)?;
-    let created_now = session.created_now;
-    let dir = session.dir.clone();
-    if let Some(hint) = startup_hint {
-        say_once(&dir, "startup-hint", &hint);
-    }
-    let lease = match prepare_state(&mut spec) {
-        Ok(lease) => lease,
-        Err(e) => {
-            let _ = session.close(created_now);
-            return Err(e);
-        }
-    };
-    let herdr = settings.tool("herdr");
-    // Looked up only inside a herdr pane: most launches are not, and need no PATH search for it.
-    let herdr_on_path = std::env::var_os("HERDR_ENV").is_some_and(|v| v == "1")
-        && view.find_binary("herdr").is_some();
-    let planned = super::filters::plan(&mut spec, &settings, &view, &facts.home, herdr_on_path);
-    if herdr.choice("mode", "auto") != "disabled" {
-        super::filters::record_pane(&spec, &paths.state_dir());
-    }
-    let filters = match planned {
-        Ok((filters, warnings)) => {
-            for warning in warnings {
-                eprintln!("airlock: warning: {warning}");
-            }
-            filters
-        }
-        Err(e) => {
-            drop(lease);
-            let _ = session.close(created_now);
-            return Err(e);
-        }
-    };
-    let injector = match super::credentials::start(&spec, &facts.env, &facts.home) {
-        Ok(injector) => injector,
-        Err(e) => {
-            drop(lease);
-            let _ = session.close(created_now);
-            return Err(e);
-        }
-    };
-    let ask = match super::monitor::gate(paths, &spec) {
-        Ok(ask) => ask,
-        Err(e) => {
-            drop(lease);
-            let _ = session.close(created_now);
-            return Err(e);
-        }
-    };
-    let mut gates = EgressGate {
+    let mut gates = gates::RunGates {
+        paths: Some(paths),
+        facts: Some(&facts),
+        settings: Some(&settings),
+        view: Some(&view),
+        contrib: Some(&contrib),
+        profile: Some(&loaded.profile),
+        startup_hint,
         policy,
         upstream_proxy,
-        injector,
-        ask,
-        log: spec.egress.as_ref().map(|e| e.log.clone()),
-        proxy: None,
-        filters,
+        ..gates::RunGates::default()
     };
-    let git = match begin_git(&mut spec, &contrib, &view, &settings) {
-        Ok(git) => git,
-        Err(e) => {
-            drop(lease);
-            let _ = session.close(created_now);
-            return Err(e);
-        }
+    let dirs = session::Dirs {
+        sandboxes: &paths.sandboxes_dir(),
+        locks: &paths.locks_dir(),
     };
-    let bridge_grant = match register_bridge(&mut spec, &facts, &loaded.profile) {
-        Ok(grant) => grant,
-        Err(e) => {
-            drop(lease);
-            let _ = session.close(created_now);
-            return Err(e);
-        }
-    };
-    let launched = backend.launch(&spec, &mut gates);
-    drop(bridge_grant);
-    drop(lease);
-    if let Some(git) = git {
-        for message in git.finish() {
-            eprintln!("airlock: {message}");
-        }
-    }
-    if let Some(proxy) = gates.proxy.take() {
-        proxy.shutdown();
-    }
-    let remove = args.rm || (created_now && launched.is_err());
-    match session.close(remove) {
-        Ok(CloseOutcome::KeptInUse) if args.rm => {
-            eprintln!(
-                "airlock: kept {}: another session is using it",
-                dir.display()
-            )
-        }
-        Ok(_) => {}
-        Err(e) => eprintln!("airlock: warning: {e}"),
-    }
-    match launched {
+    match session::run(&dirs, spec, backend.as_ref(), &mut gates, args.rm) {
         Ok(Outcome::Exited(code)) => Ok(code),
         Ok(Outcome::Signaled(signal)) => reraise(signal),
-        Err(LaunchError::Setup(message)) => bail!("sandbox setup failed: {message}"),
+        Err(session::SessionError::Launch(LaunchError::Setup(message))) => {
+            bail!("sandbox setup failed: {message}")
+        }
         Err(e) => Err(e.into()),
     }
 }
@@ -312,156 +234,6 @@ pub(crate) fn plan(
         contrib,
         spec,
     })
-}
-
-/// Prints `line` unless this sandbox's state holds the same line under `name` (so a hint is said
-/// again only when what it says changed).
-fn say_once(dir: &Path, name: &str, line: &str) {
-    let path = dir.join(name);
-    if std::fs::read_to_string(&path).is_ok_and(|said| said == line) {
-        return;
-    }
-    eprintln!("airlock: {line}");
-    let _ = std::fs::write(&path, line);
-}
-
-/// Takes the overlay lease (or demotes this session's overlays to throwaway ones) and performs the
-/// spec's host-side prepare steps.
-fn prepare_state(
-    spec: &mut airlock_sandbox::SandboxSpec,
-) -> anyhow::Result<Option<state::OverlayLease>> {
-    let lease = if spec.has_persistent_uppers() {
-        let lease = state::lease_overlays(&spec.state_root)?;
-        if lease.is_none() {
-            let n = spec.demote_persistent_uppers();
-            let dirs = if n == 1 { "directory" } else { "directories" };
-            eprintln!(
-                "airlock: another session of this project owns its overlay layers: this session \
-                 sees what that one has saved in the {n} overlay-mode tool {dirs} (logins, \
-                 settings, history), and its own writes there are discarded when it ends"
-            );
-        }
-        lease
-    } else {
-        None
-    };
-    state::prepare(&spec.prepare)?;
-    Ok(lease)
-}
-
-/// Gives this sandbox a bridge token of its own, scoped to its project, home, network policy and
-/// the hosts its git remotes name, revoked when the returned grant is dropped.
-fn register_bridge(
-    spec: &mut airlock_sandbox::SandboxSpec,
-    facts: &HostFacts,
-    profile: &airlock_config::Profile,
-) -> anyhow::Result<Option<airlock_bridge::scope::SessionGrant>> {
-    let target = Path::new(airlock_sandbox::builder::bridge::STATE_DIR).join("token");
-    let Some(state_dir) = facts.bridge.state_dir.as_ref() else {
-        return Ok(None);
-    };
-    if !spec.mounts.iter().any(|op| op.target() == target) {
-        return Ok(None);
-    }
-    let mut credential_hosts = profile.bridge_credential_hosts.clone();
-    credential_hosts.extend(airlock_tools::git::remote_hosts_of(&spec.project));
-    let pid = std::process::id();
-    let scope = airlock_bridge::scope::SessionScope {
-        sandbox: spec.name.clone(),
-        project: spec.project.clone(),
-        home: spec.state_root.join("home"),
-        network: spec.network,
-        egress: spec
-            .egress
-            .as_ref()
-            .map(|e| airlock_bridge::scope::ScopeEgress {
-                settings: e.settings.clone(),
-                allow_hosts: e.allow_hosts.clone(),
-                deny_hosts: e.deny_hosts.clone(),
-            }),
-        credential_hosts,
-        pid,
-        started: airlock_bridge::scope::start_time(pid).unwrap_or(0),
-        control: spec.ports.control_socket(pid),
-    };
-    let token_file = spec
-        .state_root
-        .join("bridge")
-        .join("tokens")
-        .join(pid.to_string());
-    let paths = airlock_bridge::BridgePaths::at(state_dir.clone());
-    let grant =
-        airlock_bridge::scope::register(&paths, &scope, &token_file).with_context(|| {
-            format!(
-                "cannot register this sandbox with the host bridge in {}",
-                paths.sessions_dir().display()
-            )
-        })?;
-    spec.rebind(&target, token_file);
-    Ok(Some(grant))
-}
-
-/// The git tool's session (layer, marker), when the tool is enabled.
-fn begin_git(
-    spec: &mut airlock_sandbox::SandboxSpec,
-    contrib: &airlock_sandbox::Contributions,
-    view: &airlock_tools::HostView,
-    settings: &airlock_tools::Settings,
-) -> anyhow::Result<Option<airlock_tools::GitSession>> {
-    if !settings.tool("git").enabled {
-        return Ok(None);
-    }
-    let git = view.find_host_program("git", &spec.project);
-    let mut messages = Vec::new();
-    let session = airlock_tools::GitSession::begin(spec, contrib, git, &view.home, &mut messages)
-        .context("cannot prepare the git layer in the sandbox state")?;
-    for message in messages {
-        eprintln!("airlock: {message}");
-    }
-    Ok(Some(session))
-}
-
-/// Serves the egress proxy on the listener the sandbox hands over (proxy mode only).
-struct EgressGate {
-    policy: Option<EgressPolicy>,
-    upstream_proxy: Option<airlock_egress::UpstreamProxy>,
-    /// `[network.credentials]`: the rules and the session CA, for the proxy.
-    injector: Option<std::sync::Arc<airlock_egress::inject::Injector>>,
-    /// Ask mode: the session's socket for `airlock network monitor`.
-    ask: Option<std::sync::Arc<airlock_egress::ask::AskGate>>,
-    log: Option<PathBuf>,
-    proxy: Option<ProxyHandle>,
-    /// The socket filters (herdr's), served once the sandbox is cloned.
-    filters: super::filters::Filters,
-}
-
-impl native::Gates for EgressGate {
-    fn started(&mut self) -> Result<(), String> {
-        self.filters.start()
-    }
-
-    fn serve_egress(&mut self, listener: std::net::TcpListener) -> Result<(), String> {
-        let (Some(policy), Some(log)) = (self.policy.take(), self.log.clone()) else {
-            return Err("no egress policy was prepared for this sandbox".into());
-        };
-        if let Some(dir) = log.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        }
-        // native::run raised the soft descriptor limit before the clone; size the cap from what it got.
-        let fd_limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
-            .map_or(1024, |(soft, _)| soft);
-        let config = ProxyConfig {
-            upstream_proxy: self.upstream_proxy.take(),
-            injector: self.injector.take(),
-            ask: self.ask.take(),
-            ..ProxyConfig::for_fd_limit(fd_limit)
-        };
-        let proxy =
-            airlock_egress::spawn_with(listener, policy, log, config).map_err(|e| e.to_string())?;
-        self.proxy = Some(proxy);
-        Ok(())
-    }
 }
 
 /// The backend of this launch (see [`airlock_sandbox::backend::choose`]), bwrap resolved from a

@@ -1,0 +1,106 @@
+//! One launch of a planned spec, start to end, whatever the backend: the project's state session
+//! (its lock and record), the overlay lease, the spec's host-side prepare steps, the gates
+//! prepared and torn down around the launch, and the state closed (removed with `--rm`, or when a
+//! first launch failed). The gates themselves (the egress proxy, the socket filters, the git
+//! layer, the bridge grant) belong to the crates that own them; they meet here through
+//! [`SessionGates`].
+
+use std::path::Path;
+
+use crate::backend::{Backend, Gates, LaunchError, Outcome};
+use crate::spec::SandboxSpec;
+use crate::state::{self, CloseOutcome, StateError};
+
+/// The gates of one launch: [`Gates`] while it runs, plus what comes before and after.
+pub trait SessionGates: Gates {
+    /// Called once the session holds the project's state and its prepare steps ran, before the
+    /// launch: start what the gates need (sockets, the session CA, the git layer, the bridge
+    /// token), adjusting the spec. An error refuses the launch; [`SessionGates::finish`] still runs.
+    fn prepare(&mut self, spec: &mut SandboxSpec, state_dir: &Path) -> Result<(), String>;
+
+    /// After the launch, or after a refused prepare: stop and undo, in reverse. Returns the lines
+    /// to tell the developer (what the git layer brought back, ...).
+    fn finish(&mut self) -> Vec<String>;
+}
+
+/// Why a session did not get as far as the workload's outcome.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("{0}")]
+    Gates(String),
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+}
+
+/// Where the session's state lives.
+pub struct Dirs<'a> {
+    pub sandboxes: &'a Path,
+    pub locks: &'a Path,
+}
+
+/// Runs `spec` with `backend` and `gates` as one session of its project; `rm` (`--rm`) removes
+/// the state at the end unless another session uses it.
+///
+/// Must be called while the process is single-threaded (the native backend clones after it).
+pub fn run(
+    dirs: &Dirs<'_>,
+    mut spec: SandboxSpec,
+    backend: &dyn Backend,
+    gates: &mut dyn SessionGates,
+    rm: bool,
+) -> Result<Outcome, SessionError> {
+    let session = state::open_session(dirs.sandboxes, dirs.locks, &spec.project)?;
+    let created_now = session.created_now;
+    let dir = session.dir.clone();
+    let lease = match lease_and_prepare(&mut spec) {
+        Ok(lease) => lease,
+        Err(e) => {
+            let _ = session.close(created_now);
+            return Err(e.into());
+        }
+    };
+    let launched = match gates.prepare(&mut spec, &dir) {
+        Ok(()) => backend.launch(&spec, gates).map_err(SessionError::from),
+        Err(e) => Err(SessionError::Gates(e)),
+    };
+    for message in gates.finish() {
+        eprintln!("airlock: {message}");
+    }
+    drop(lease);
+    let remove = rm || (created_now && launched.is_err());
+    match session.close(remove) {
+        Ok(CloseOutcome::KeptInUse) if rm => {
+            eprintln!(
+                "airlock: kept {}: another session is using it",
+                dir.display()
+            )
+        }
+        Ok(_) => {}
+        Err(e) => eprintln!("airlock: warning: {e}"),
+    }
+    launched
+}
+
+/// Takes the overlay lease (or demotes this session's overlays to throwaway ones) and performs the
+/// spec's host-side prepare steps.
+fn lease_and_prepare(spec: &mut SandboxSpec) -> Result<Option<state::OverlayLease>, StateError> {
+    let lease = if spec.has_persistent_uppers() {
+        let lease = state::lease_overlays(&spec.state_root)?;
+        if lease.is_none() {
+            let n = spec.demote_persistent_uppers();
+            let dirs = if n == 1 { "directory" } else { "directories" };
+            eprintln!(
+                "airlock: another session of this project owns its overlay layers: this session \
+                 sees what that one has saved in the {n} overlay-mode tool {dirs} (logins, \
+                 settings, history), and its own writes there are discarded when it ends"
+            );
+        }
+        lease
+    } else {
+        None
+    };
+    state::prepare(&spec.prepare)?;
+    Ok(lease)
+}
