@@ -46,6 +46,14 @@ impl Request {
             .ok()
             .filter(|t| t.bytes().all(|b| b.is_ascii_graphic() || b == b' '))
             .ok_or_else(|| format!("the request is not one line of plain text; {EXPECTED}"))?;
+        let (verb, ports) = text.split_once(' ').unwrap_or((text, ""));
+        // One spelling per request: `forward 080:3000` would name the same ports as `forward
+        // 80:3000` (found by the ports_request fuzz target).
+        if ports.split(':').any(|p| p.len() > 1 && p.starts_with('0')) {
+            return Err(format!(
+                "{verb}: a port written with a leading zero; {EXPECTED}"
+            ));
+        }
         match text.split_once(' ') {
             None if text == "ports" => Ok(Request::Ports),
             Some(("forward", mapping)) => {
@@ -226,6 +234,9 @@ mod tests {
             b"callback 1455\r",
             b"remove",
             b"remove 0",
+            b"remove 08080",
+            b"forward 8:03000",
+            b"callback 01455",
             b"remove 8080:3000",
             b"remove 65536",
             b"remove 80 80",
