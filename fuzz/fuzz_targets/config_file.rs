@@ -26,7 +26,12 @@ fuzz_target!(|data: &[u8]| {
         assert!(!name.is_empty() && !name.contains(['=', '\0']), "{name:?}");
     }
     for mount in &file.sandbox.mounts {
-        assert!(!mount.path.is_empty() && !mount.path.contains('\0'));
+        // Exactly one of `path` and `pattern` (validate refuses both and neither).
+        let text = match (&mount.path, &mount.pattern) {
+            (Some(path), None) | (None, Some(path)) => path,
+            other => panic!("a validated mount has one of path and pattern: {other:?}"),
+        };
+        assert!(!text.is_empty() && !text.contains('\0'));
     }
     if let Ok(text) = toml::to_string(&file) {
         let again = parse_str(&text, origin).unwrap_or_else(|e| panic!("{e}\n{text}"));

@@ -51,3 +51,28 @@ mod tests {
         assert_eq!(crlf_head_end(b"GET / HTTP/1.1\r\rX"), Err(400));
     }
 }
+
+/// The keys of the JSON object `json` holds, in order, repeats kept (serde_json's `Value` keeps
+/// only the last of two): `None` when `json` is not exactly one object.
+pub fn object_keys(json: &str) -> Option<Vec<String>> {
+    use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
+    struct Keys;
+    impl<'de> Visitor<'de> for Keys {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<String>, A::Error> {
+            let mut keys = Vec::new();
+            while let Some(key) = map.next_key::<String>()? {
+                map.next_value::<IgnoredAny>()?;
+                keys.push(key);
+            }
+            Ok(keys)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(json);
+    let keys = (&mut de).deserialize_map(Keys).ok()?;
+    de.end().ok()?;
+    Some(keys)
+}

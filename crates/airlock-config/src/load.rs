@@ -258,6 +258,9 @@ impl Profile {
         if let Some(secs) = n.ask_timeout {
             e.ask_timeout = secs;
         }
+        if let Some(on) = n.ask_notify {
+            e.ask_notify = on;
+        }
         crate::ports::layer(&mut self.ports, origin, &n.ports);
     }
 }

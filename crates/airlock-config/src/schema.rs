@@ -300,6 +300,9 @@ pub struct NetworkSection {
     /// How long an asked request waits for `airlock network monitor`, in seconds (1 to 600).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ask_timeout: Option<u64>,
+    /// Also ask as a desktop notification (the session bus) while no monitor is connected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ask_notify: Option<bool>,
     /// `[network.credentials.<name>]`: secrets the proxy adds at the edge (global config only).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub credentials: BTreeMap<String, crate::credentials::CredentialEntry>,
@@ -379,6 +382,13 @@ pub struct EgressSettings {
     /// Seconds ([`DEFAULT_ASK_TIMEOUT`] unless a file sets it).
     #[serde(default = "default_ask_timeout")]
     pub ask_timeout: u64,
+    /// Questions also go to the desktop (true unless a file sets it false).
+    #[serde(default = "default_ask_notify")]
+    pub ask_notify: bool,
+}
+
+fn default_ask_notify() -> bool {
+    true
 }
 
 fn default_ask_timeout() -> u64 {
@@ -396,6 +406,7 @@ impl Default for EgressSettings {
             upstream_proxy: None,
             unmatched: Unmatched::default(),
             ask_timeout: DEFAULT_ASK_TIMEOUT,
+            ask_notify: true,
         }
     }
 }

@@ -125,6 +125,9 @@ const INIT_TEMPLATE: &str = r#"# airlock configuration.
 # for your decision in `airlock network monitor`, run in another terminal; denied if nobody answers).
 #unmatched = "deny"
 #ask_timeout = 60
+# While no monitor is connected, ask as a desktop notification too ("Allow once" / "Deny"),
+# over your session bus.
+#ask_notify = true
 
 # Secrets the proxy adds on the way out, so the sandbox only holds a placeholder (global config
 # only; docs/network.md). E.g. the agent's API key, read from the host's ANTHROPIC_API_KEY:
@@ -307,6 +310,7 @@ fn render_network(out: &mut String, e: &EgressSettings) {
     }
     let _ = writeln!(out, "unmatched = {}", quote(e.unmatched.as_str()));
     let _ = writeln!(out, "ask_timeout = {}", e.ask_timeout);
+    let _ = writeln!(out, "ask_notify = {}", e.ask_notify);
     if let Some(url) = &e.upstream_proxy {
         // Never the credentials: `config show` output ends up in terminals and bug reports.
         let _ = writeln!(

@@ -48,7 +48,8 @@ pub enum Command {
     #[command(subcommand)]
     Herdr(crate::commands::herdr::HerdrCommand),
     /// Forward a host port into a running session: the host's 127.0.0.1:HOST reaches
-    /// 127.0.0.1:SANDBOX inside until that session ends
+    /// 127.0.0.1:SANDBOX inside until that session ends (--remove HOST closes it, --list shows
+    /// the session's forwards)
     Forward(crate::commands::forward::ForwardArgs),
     /// List running sessions: sandbox, project, supervisor pid, network mode, forwarded ports
     Sessions(crate::commands::sessions::SessionsArgs),

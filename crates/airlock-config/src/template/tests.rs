@@ -119,6 +119,7 @@ fn default_profile_renders_exactly() {
          resolve = {}\n\
          unmatched = \"deny\"\n\
          ask_timeout = 60\n\
+         ask_notify = true\n\
          \n\
          [overlay]\n\
          default = \"split\"\n"
@@ -183,6 +184,7 @@ fn rendered_profile_parses_back_to_the_same_profile() {
             upstream_proxy: Some("http://proxy.corp:3128".into()),
             unmatched: crate::Unmatched::Ask,
             ask_timeout: 5,
+            ask_notify: false,
         },
         credentials: [
             crate::credentials::Credential {

@@ -9,16 +9,20 @@
 //! Every connected monitor gets every question; the first answer wins. Decisions other than
 //! `once` hold for the rest of the session; concurrent requests for one host share a question.
 //! Nobody answering within the timeout, or the last monitor leaving with questions open, denies.
+//! With a [`notify::Notifier`], a question opened while no monitor is connected is also posted as
+//! a desktop notification with "Allow once" and "Deny" ([`notify`] says what it trusts).
 
 pub mod client;
+pub mod notify;
 pub mod protocol;
 
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
@@ -36,6 +40,10 @@ pub enum Outcome {
 }
 
 type Key = (String, u16);
+
+/// How many desktop notifications one session shows at once: a sandbox asking for a hundred
+/// hosts must not bury the desktop; the rest wait for a monitor or their timeout.
+pub const MAX_NOTIFICATIONS: usize = 3;
 
 #[derive(Default)]
 struct State {
@@ -56,6 +64,10 @@ pub struct AskGate {
     timeout: Duration,
     listener: Mutex<Option<std::os::unix::net::UnixListener>>,
     state: Mutex<State>,
+    notifier: Option<notify::Notifier>,
+    notifying: AtomicUsize,
+    /// Set once a notification failed (said once on stderr, not per question).
+    notify_failed: AtomicBool,
 }
 
 impl std::fmt::Debug for AskGate {
@@ -94,7 +106,16 @@ impl AskGate {
             timeout,
             listener: Mutex::new(Some(listener)),
             state: Mutex::new(State::default()),
+            notifier: None,
+            notifying: AtomicUsize::new(0),
+            notify_failed: AtomicBool::new(false),
         })
+    }
+
+    /// Also posts questions as desktop notifications while no monitor is connected.
+    pub fn with_notifier(mut self, notifier: notify::Notifier) -> AskGate {
+        self.notifier = Some(notifier);
+        self
     }
 
     /// The socket monitors connect to.
@@ -241,7 +262,7 @@ impl AskGate {
     }
 
     /// Asks about `host:port` (no rule matched it), waiting at most the timeout.
-    pub async fn ask(&self, host: &str, port: u16) -> Outcome {
+    pub async fn ask(self: &Arc<Self>, host: &str, port: u16) -> Outcome {
         let key = (host.to_owned(), port);
         let mut rx = {
             let mut state = self.lock();
@@ -249,9 +270,7 @@ impl AskGate {
                 return Outcome::Allowed(Decision::Session);
             }
             if state.denied.contains(&key) {
-                return Outcome::Denied(
-                    "denied in airlock network monitor earlier in this session".into(),
-                );
+                return Outcome::Denied("denied when asked earlier in this session".into());
             }
             if let Some((_, tx)) = state.pending.get(&key) {
                 tx.subscribe()
@@ -268,13 +287,18 @@ impl AskGate {
                         port,
                     },
                 );
+                if state.monitors.is_empty() {
+                    self.notify(id, host, port, rx.clone());
+                }
                 rx
             }
         };
         let waited = tokio::time::timeout(self.timeout, rx.wait_for(Option::is_some)).await;
         match waited {
             Ok(Ok(decided)) => match (*decided).expect("waited for Some") {
-                Decision::Deny => Outcome::Denied("denied in airlock network monitor".into()),
+                Decision::Deny => Outcome::Denied(
+                    "denied when asked (airlock network monitor or a desktop notification)".into(),
+                ),
                 allowed => Outcome::Allowed(allowed),
             },
             _ => {
@@ -294,6 +318,60 @@ impl AskGate {
                 ))
             }
         }
+    }
+}
+
+impl AskGate {
+    /// Posts question `id` on the desktop, on a thread of its own (the D-Bus client blocks),
+    /// within [`MAX_NOTIFICATIONS`]; an action there settles it like a monitor's answer.
+    fn notify(
+        self: &Arc<Self>,
+        id: u64,
+        host: &str,
+        port: u16,
+        rx: watch::Receiver<Option<Decision>>,
+    ) {
+        let Some(notifier) = self.notifier.clone() else {
+            return;
+        };
+        if self.notifying.fetch_add(1, Ordering::SeqCst) >= MAX_NOTIFICATIONS {
+            self.notifying.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+        let (gate, host) = (Arc::clone(self), host.to_owned());
+        let spawned = std::thread::Builder::new()
+            .name("airlock-ask-notify".into())
+            .spawn(move || {
+                let question = notify::Question {
+                    sandbox: &gate.sandbox,
+                    host: &host,
+                    port,
+                    timeout: gate.timeout,
+                };
+                let settled = || rx.borrow().is_some() || !gate.is_open(id);
+                let until = Instant::now() + gate.timeout;
+                match notifier.ask(&question, until, &settled) {
+                    Ok(Some(decision)) => gate.settle(Answer { id, decision }),
+                    Ok(None) => {}
+                    Err(e) => {
+                        if !gate.notify_failed.swap(true, Ordering::SeqCst) {
+                            eprintln!(
+                                "airlock: warning: ask mode: no desktop notification ({e}); \
+                                 answer in `airlock network monitor`"
+                            );
+                        }
+                    }
+                }
+                gate.notifying.fetch_sub(1, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            self.notifying.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether question `id` still waits.
+    fn is_open(&self, id: u64) -> bool {
+        self.lock().pending.values().any(|(qid, _)| *qid == id)
     }
 }
 

@@ -74,19 +74,19 @@ impl ServerMessage {
     }
 }
 
-/// Decodes a monitor's line strictly: exactly the keys `id` and `decision`, once each.
+/// Decodes a monitor's line strictly: one JSON object with exactly the keys `id` and
+/// `decision`, once each (compared after unescaping: `"\u0069d"` is `id`), nothing after it.
 pub fn parse_answer(line: &str) -> Result<Answer, String> {
     let line = line.trim_end_matches(['\n', '\r']);
     if line.len() > MAX_LINE {
         return Err("line too long".into());
     }
-    // serde_json keeps the last of two equal keys; a repeated key is refused before that.
-    let raw: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
-    let object = raw.as_object().ok_or("not a JSON object")?;
-    if object.len() != 2 || line.matches("\"id\"").count() != 1 {
-        return Err("exactly the keys id and decision".into());
+    // The derived decoder refuses unknown and repeated fields (a `serde_json::Value` would keep
+    // the last of two), but also takes an array of the fields in order: only an object passes.
+    if !line.trim_start().starts_with('{') {
+        return Err("not a JSON object".into());
     }
-    serde_json::from_value(raw).map_err(|e| e.to_string())
+    serde_json::from_str(line).map_err(|e| e.to_string())
 }
 
 /// Decodes a line from the proxy (for monitors).
@@ -115,12 +115,43 @@ mod tests {
             "{\"id\":3,\"decision\":\"yes\"}",
             "{\"id\":3,\"decision\":\"once\",\"extra\":1}",
             "{\"id\":3,\"id\":4,\"decision\":\"once\"}",
+            "{\"id\":3,\"decision\":\"once\",\"decision\":\"deny\"}",
+            "{\"\\u0069d\":3,\"id\":4,\"decision\":\"once\"}",
+            "{\"ID\":3,\"decision\":\"once\"}",
+            "{\"id\":3,\"decision\":\"once\"} {}",
+            "{\"id\":3,\"decision\":\"Once\"}",
             "{\"id\":-1,\"decision\":\"once\"}",
             "[3, \"once\"]",
             "not json",
             &format!("{{\"id\":3,\"decision\":\"once\"{}}}", " ".repeat(MAX_LINE)),
         ] {
             assert!(parse_answer(bad).is_err(), "{bad}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Arbitrary text never panics; what is accepted is an object whose top-level keys are
+        /// exactly `id` and `decision` once each, and it reads back the same once re-encoded.
+        #[test]
+        fn any_line_is_one_answer_or_refused(line in "\\PC{0,64}|\\{[ -~]{0,64}\\}") {
+            if let Ok(answer) = parse_answer(&line) {
+                proptest::prop_assert!(line.trim_start().starts_with('{'), "not an object: {}", line);
+                let again = serde_json::to_string(&answer).unwrap();
+                proptest::prop_assert_eq!(parse_answer(&again), Ok(answer));
+            }
+        }
+
+        #[test]
+        fn answers_in_any_key_order_and_spacing_are_read(id in 0u64.., d in 0usize..4, pad in " {0,3}") {
+            let decision = ["once", "session", "always", "deny"][d];
+            for line in [
+                format!("{{{pad}\"id\"{pad}:{pad}{id},\"decision\":\"{decision}\"{pad}}}"),
+                format!("{pad}{{\"decision\":{pad}\"{decision}\",{pad}\"id\":{id}}}\n"),
+            ] {
+                let answer = parse_answer(&line).map_err(proptest::test_runner::TestCaseError::fail)?;
+                proptest::prop_assert_eq!(answer.id, id);
+                proptest::prop_assert_eq!(answer.decision.as_str(), decision);
+            }
         }
     }
 

@@ -307,6 +307,7 @@ fn handle(shared: &Arc<Shared>, stream: &UnixStream) -> Result<String, String> {
     match Request::parse(&line)? {
         Request::Forward { host, sandbox } => shared.open_forward(host, sandbox),
         Request::Callback { port } => shared.open_callback(port),
+        Request::Remove { host } => shared.remove_forward(host),
         Request::Ports => serde_json::to_string(&shared.infos()).map_err(|e| e.to_string()),
     }
 }

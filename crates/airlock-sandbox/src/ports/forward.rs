@@ -41,6 +41,8 @@ pub(crate) struct Live {
     pub id: u64,
     pub info: ForwardInfo,
     pub deadline: Option<Instant>,
+    /// Fired by `airlock forward --remove`: the accept loop returns and drops its listeners.
+    pub close: Arc<Wake>,
     pub thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -163,7 +165,7 @@ fn connect_in_sandbox(shared: &Shared, port: u16) -> io::Result<TcpStream> {
 }
 
 /// Starts the thread that accepts on `listeners` and relays each connection to `target`, until
-/// the session ends, the forward's own wake fires, or `ends` says so.
+/// the session ends, the forward is removed ([`Live::close`]), or `ends` says so.
 pub(crate) fn spawn(
     shared: &Arc<Shared>,
     listeners: Vec<TcpListener>,
@@ -176,12 +178,14 @@ pub(crate) fn spawn(
             .map_err(|e| format!("cannot set up the listener: {e}"))?;
     }
     let id = shared.next_id();
-    let wake = Arc::new(Wake::new().map_err(|e| format!("cannot make an eventfd: {e}"))?);
-    let (s, w) = (Arc::clone(shared), Arc::clone(&wake));
+    let eventfd = || Wake::new().map_err(|e| format!("cannot make an eventfd: {e}"));
+    let wake = Arc::new(eventfd()?);
+    let close = Arc::new(eventfd()?);
+    let (s, w, c) = (Arc::clone(shared), Arc::clone(&wake), Arc::clone(&close));
     let thread = std::thread::Builder::new()
         .name("airlock-forward".into())
         .spawn(move || {
-            accept_loop(&s, &listeners, target, ends, &w);
+            accept_loop(&s, &listeners, target, ends, &w, &c);
             drop(listeners);
             s.forget(id);
         })
@@ -190,6 +194,7 @@ pub(crate) fn spawn(
         id,
         deadline: ends.deadline,
         info,
+        close,
         thread: Some(thread),
     })
 }
@@ -200,6 +205,7 @@ fn accept_loop(
     target: Target,
     ends: Ends,
     wake: &Arc<Wake>,
+    close: &Wake,
 ) {
     let mut deadline = ends.deadline;
     // Set once a connection that carried an answer has closed (the wake fired).
@@ -221,6 +227,7 @@ fn accept_loop(
             .map(|l| PollFd::new(l.as_fd(), PollFlags::POLLIN))
             .collect();
         fds.push(PollFd::new(shared.stop.fd(), PollFlags::POLLIN));
+        fds.push(PollFd::new(close.fd(), PollFlags::POLLIN));
         if !answered {
             fds.push(PollFd::new(wake.fd(), PollFlags::POLLIN));
         }
@@ -233,10 +240,10 @@ fn accept_loop(
             .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
             .collect();
         drop(fds);
-        if ready[listeners.len()] {
+        if ready[listeners.len()] || ready[listeners.len() + 1] {
             return;
         }
-        if ready.get(listeners.len() + 1) == Some(&true) {
+        if ready.get(listeners.len() + 2) == Some(&true) {
             // The login's follow-up request (codex redirects its callback to /success) may
             // come on a new connection: a short grace, then the listener closes.
             answered = true;

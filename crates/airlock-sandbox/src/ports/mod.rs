@@ -204,6 +204,60 @@ impl Shared {
         Ok(())
     }
 
+    /// `airlock forward --remove HOST`: closes the inbound forward listening on the host's
+    /// `127.0.0.1:<host>` (whatever made it). Its listeners are closed on return; connections it
+    /// relays already go on until they close (they belong to the session's registry).
+    fn remove_forward(&self, host: u16) -> Result<String, String> {
+        let found = {
+            let mut forwards = self.lock();
+            let at = forwards
+                .iter()
+                .position(|l| l.info.direction == PortDirection::In && l.info.host == host);
+            match at {
+                Some(at) => forwards.remove(at),
+                None => return Err(self.no_such_forward(&forwards, host)),
+            }
+        };
+        found.close.fire();
+        let mut found = found;
+        if let Some(thread) = found.thread.take() {
+            // Not under the lock: the thread takes it to forget itself.
+            let _ = thread.join();
+        }
+        Ok(format!(
+            "the host's 127.0.0.1:{host} no longer reaches 127.0.0.1:{} in the sandbox ({} \
+             forward removed); connections already open go on until they close",
+            found.info.sandbox,
+            found.info.kind.as_str()
+        ))
+    }
+
+    fn no_such_forward(&self, forwards: &[Live], host: u16) -> String {
+        if forwards
+            .iter()
+            .any(|l| l.info.direction == PortDirection::Out && l.info.host == host)
+        {
+            return format!(
+                "the host's port {host} is an outbound forward's target (direction = \"out\"), \
+                 which lasts as long as the session; --remove takes the host port of an inbound \
+                 forward"
+            );
+        }
+        let inbound: Vec<String> = forwards
+            .iter()
+            .filter(|l| l.info.direction == PortDirection::In)
+            .map(|l| format!("{}→{}", l.info.host, l.info.sandbox))
+            .collect();
+        if inbound.is_empty() {
+            format!("this session forwards no host port {host}: it has no inbound forwards")
+        } else {
+            format!(
+                "this session forwards no host port {host}; its inbound forwards: {}",
+                inbound.join(", ")
+            )
+        }
+    }
+
     /// Ends every forward: their threads are joined, so their listeners are closed on return.
     fn end_all(&self) {
         self.stop.fire();

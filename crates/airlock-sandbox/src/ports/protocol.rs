@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `forward <host>:<sandbox>` | `ok <what was opened>` — an inbound forward until the session ends |
 //! | `callback <port>` | `ok <what was opened>` — an OAuth callback forward, bounded (see `crate::ports`) |
+//! | `remove <host>` | `ok <what was closed>` — the inbound forward on the host's port `<host>` stops listening; connections already open go on |
 //! | `ports` | `ok <JSON array of [`ForwardInfo`]>` |
 //!
 //! Anything else, or a refusal, is `error <reason>`. A request is at most [`MAX_REQUEST`] bytes
@@ -30,6 +31,8 @@ pub enum Request {
     Forward { host: u16, sandbox: u16 },
     /// The bridge, for an `/open` whose URL names `http://localhost:<port>` as its callback.
     Callback { port: u16 },
+    /// Close the inbound forward listening on the host's `127.0.0.1:<host>`.
+    Remove { host: u16 },
     /// The session's forwards.
     Ports,
 }
@@ -37,11 +40,20 @@ pub enum Request {
 impl Request {
     /// The request in `line` (without its `\n`).
     pub fn parse(line: &[u8]) -> Result<Request, String> {
-        const EXPECTED: &str = "expected `forward HOST:SANDBOX`, `callback PORT` or `ports`";
+        const EXPECTED: &str =
+            "expected `forward HOST:SANDBOX`, `callback PORT`, `remove HOST` or `ports`";
         let text = std::str::from_utf8(line)
             .ok()
             .filter(|t| t.bytes().all(|b| b.is_ascii_graphic() || b == b' '))
             .ok_or_else(|| format!("the request is not one line of plain text; {EXPECTED}"))?;
+        let (verb, ports) = text.split_once(' ').unwrap_or((text, ""));
+        // One spelling per request: `forward 080:3000` would name the same ports as `forward
+        // 80:3000` (found by the ports_request fuzz target).
+        if ports.split(':').any(|p| p.len() > 1 && p.starts_with('0')) {
+            return Err(format!(
+                "{verb}: a port written with a leading zero; {EXPECTED}"
+            ));
+        }
         match text.split_once(' ') {
             None if text == "ports" => Ok(Request::Ports),
             Some(("forward", mapping)) => {
@@ -51,6 +63,10 @@ impl Request {
             Some(("callback", port)) if !port.contains(':') => {
                 let (port, _) = parse_mapping(port)?;
                 Ok(Request::Callback { port })
+            }
+            Some(("remove", host)) if !host.contains(':') => {
+                let (host, _) = parse_mapping(host)?;
+                Ok(Request::Remove { host })
             }
             _ => Err(format!(
                 "unknown request {:?}; {EXPECTED}",
@@ -64,6 +80,7 @@ impl Request {
         match self {
             Request::Forward { host, sandbox } => format!("forward {host}:{sandbox}\n"),
             Request::Callback { port } => format!("callback {port}\n"),
+            Request::Remove { host } => format!("remove {host}\n"),
             Request::Ports => "ports\n".into(),
         }
     }
@@ -197,6 +214,10 @@ mod tests {
             Ok(Request::Callback { port: 1455 })
         );
         assert_eq!(Request::parse(b"ports"), Ok(Request::Ports));
+        assert_eq!(
+            Request::parse(b"remove 8080"),
+            Ok(Request::Remove { host: 8080 })
+        );
         for bad in [
             &b""[..],
             b"ports ",
@@ -211,6 +232,15 @@ mod tests {
             b"callback 1:2",
             b"callback -1",
             b"callback 1455\r",
+            b"remove",
+            b"remove 0",
+            b"remove 08080",
+            b"forward 8:03000",
+            b"callback 01455",
+            b"remove 8080:3000",
+            b"remove 65536",
+            b"remove 80 80",
+            b"REMOVE 80",
             b"shell rm -rf /",
             b"forward 80:80\x00",
             b"\xff\xfe",
@@ -224,6 +254,7 @@ mod tests {
         for r in [
             Request::Ports,
             Request::Callback { port: 9 },
+            Request::Remove { host: 65535 },
             Request::Forward {
                 host: 1,
                 sandbox: 2,
@@ -236,10 +267,10 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Arbitrary bytes never panic; what is accepted is one of the three requests, with ports
+        /// Arbitrary bytes never panic; what is accepted is one of the four requests, with ports
         /// from 1 to 65535, and reads back the same from the line a client sends.
         #[test]
-        fn any_bytes_are_one_of_three_requests_or_refused(
+        fn any_bytes_are_one_of_four_requests_or_refused(
             line in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..80)
         ) {
             if let Ok(request) = Request::parse(&line) {
@@ -248,7 +279,7 @@ mod tests {
                 proptest::prop_assert_eq!(Request::parse(sent.trim_end().as_bytes()), Ok(request));
                 let ports = match request {
                     Request::Forward { host, sandbox } => vec![host, sandbox],
-                    Request::Callback { port } => vec![port],
+                    Request::Callback { port } | Request::Remove { host: port } => vec![port],
                     Request::Ports => vec![],
                 };
                 proptest::prop_assert!(ports.iter().all(|p| *p != 0));

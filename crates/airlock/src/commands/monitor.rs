@@ -45,12 +45,28 @@ pub fn gate(paths: &XdgPaths, spec: &SandboxSpec) -> anyhow::Result<Option<Arc<A
         );
     }
     let timeout = Duration::from_secs(egress.settings.ask_timeout);
-    let gate = AskGate::bind(&path, &spec.name, &spec.project, timeout).with_context(|| {
+    let mut gate = AskGate::bind(&path, &spec.name, &spec.project, timeout).with_context(|| {
         format!(
             "cannot listen for airlock network monitor on {}",
             path.display()
         )
     })?;
+    // The supervisor's own environment (the host's), never the sandbox's.
+    match egress
+        .settings
+        .ask_notify
+        .then(airlock_egress::ask::notify::bus::BusAddress::from_env)
+        .flatten()
+    {
+        Some(Ok(address)) => {
+            gate = gate.with_notifier(airlock_egress::ask::notify::Notifier::new(address));
+        }
+        Some(Err(e)) => eprintln!(
+            "airlock: warning: [network] ask_notify: {e}; questions go only to `airlock \
+             network monitor`"
+        ),
+        None => {}
+    }
     Ok(Some(Arc::new(gate)))
 }
 

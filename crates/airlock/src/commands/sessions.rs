@@ -92,6 +92,12 @@ fn ports_cell(ports: Option<&[ForwardInfo]>) -> String {
     if ports.is_empty() {
         return "-".into();
     }
+    port_lines(ports).join("\n")
+}
+
+/// One line per forward: `8080→3000 (publish)`, `5432←5432 (config)`, `1455→1455 (callback, 9m
+/// left)`.
+pub fn port_lines(ports: &[ForwardInfo]) -> Vec<String> {
     ports
         .iter()
         .map(|p| {
@@ -105,6 +111,5 @@ fn ports_cell(ports: Option<&[ForwardInfo]>) -> String {
                 .unwrap_or_default();
             format!("{}{arrow}{} ({}{left})", p.host, p.sandbox, p.kind.as_str())
         })
-        .collect::<Vec<_>>()
-        .join("\n")
+        .collect()
 }

@@ -6,6 +6,7 @@
 
 mod control;
 mod forwards;
+mod remove;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, TcpListener, TcpStream};
