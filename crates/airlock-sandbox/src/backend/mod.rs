@@ -111,6 +111,7 @@ pub fn doctor_rows(
     selected: Result<BackendKind, String>,
     why: &str,
     bwrap: Option<&std::path::Path>,
+    container: Result<&container::Container, String>,
 ) -> Vec<crate::doctor::Check> {
     use crate::doctor::{Check, Status};
     let mut rows = vec![match selected {
@@ -160,6 +161,7 @@ pub fn doctor_rows(
             fix: Some("as root: apt-get install bubblewrap (only for --backend bwrap)".into()),
         },
     });
+    rows.push(container::doctor_row(container));
     rows
 }
 

@@ -105,6 +105,57 @@ fn engine_sockets(engine: &Engine, runtime: Option<&str>, home: Option<&str>) ->
     out
 }
 
+/// `airlock doctor`'s row for the container backend: the engine found, its version, whether
+/// its API answers, and the refusals every launch with it has.
+pub fn doctor_row(container: Result<&Container, String>) -> crate::doctor::Check {
+    use crate::doctor::{Check, Status};
+    let c = match container {
+        Ok(c) => c,
+        Err(e) => {
+            return Check {
+                name: "backend container",
+                status: Status::Warn,
+                detail: e,
+                fix: Some("install podman (as root: apt-get install podman); only for --backend container".into()),
+            };
+        }
+    };
+    let e = &c.engine;
+    let place = match &e.endpoint {
+        Endpoint::Default => "this machine's default".to_owned(),
+        Endpoint::LocalSocket(path) => format!("the socket {}", path.display()),
+        Endpoint::Remote(url) => format!("{url} (remote: refused, see docs/backends.md)"),
+    };
+    match c.probe() {
+        Ok(version) if !matches!(e.endpoint, Endpoint::Remote(_)) => Check {
+            name: "backend container",
+            status: Status::Ok,
+            detail: format!(
+                "{} {version} at {place}, reachable{}; overlays, hidden files and the egress \
+                 proxy are refused with it",
+                e.program.display(),
+                if e.rootless { ", rootless" } else { "" }
+            ),
+            fix: None,
+        },
+        Ok(version) => Check {
+            name: "backend container",
+            status: Status::Warn,
+            detail: format!("{} {version} at {place}", e.program.display()),
+            fix: Some(format!(
+                "point {} at a unix:// socket on this machine, or unset it",
+                Engine::host_variable(e.name)
+            )),
+        },
+        Err(why) => Check {
+            name: "backend container",
+            status: Status::Warn,
+            detail: format!("{} at {place} does not answer: {why}", e.program.display()),
+            fix: Some("start the engine, or check CONTAINER_HOST / DOCKER_HOST".into()),
+        },
+    }
+}
+
 impl Container {
     pub fn engine(&self) -> &Engine {
         &self.engine
