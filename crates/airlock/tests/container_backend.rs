@@ -91,7 +91,8 @@ fn render_prints_the_engine_command_and_creates_nothing() {
     assert!(out.status.success(), "{}", report(&out));
     let line = stdout(&out);
     for part in [
-        "/usr/bin/podman run --pull never --rm --read-only",
+        "/usr/bin/podman run --pull never --name airlock-app-",
+        " --rm --read-only --log-driver none",
         "--network none --cap-drop ALL --security-opt no-new-privileges --security-opt seccomp=",
         "--mount type=tmpfs,dst=/sys,ro=true",
         "/run/airlock/airlock-container-exec --writable=",
@@ -113,14 +114,11 @@ fn what_the_engine_cannot_honour_is_refused_before_anything_is_created() {
         return;
     }
     let h = TestHome::new("home/code/app");
-    // The defaults: the egress proxy and the hidden-files keeper.
+    // The defaults: the hidden-files keeper.
     let out = run_with(&h, &[], &["run", "--", "true"]);
     assert_eq!(out.status.code(), Some(125), "{}", report(&out));
     let e = stderr(&out);
-    assert!(
-        e.contains("cannot serve the egress proxy") && e.contains("--network none"),
-        "{e}"
-    );
+    assert!(e.contains("hide_env_files = false"), "{e}");
     assert!(
         e.contains("cannot keep files hidden") && e.contains(".env"),
         "{e}"
@@ -423,4 +421,72 @@ fn the_exec_wrapper_confines_writes_and_refuses_namespaces() {
         .unwrap();
     assert_eq!(out.status.code(), Some(125), "{}", report(&out));
     assert!(!stdout(&out).contains("RAN"));
+}
+
+/// A host HTTP server answering `ok` to every request, on 127.0.0.1 (the host's loopback).
+fn http_server() -> u16 {
+    use std::io::{Read, Write};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+        }
+    });
+    port
+}
+
+#[test]
+fn proxy_mode_reaches_allowed_hosts_through_the_egress_proxy_and_nothing_else() {
+    if !podman_runs() {
+        return;
+    }
+    let port = http_server();
+    let h = TestHome::new("home/code/app");
+    h.config(
+        "[network]\npreset = \"deny-all\"\nallow = [\"allowed.test\"]\nallow_private = true\n\
+         [network.resolve]\n\"allowed.test\" = \"127.0.0.1\"\n\"denied.test\" = \"127.0.0.1\"\n",
+    );
+    let script = format!(
+        "curl -sS --max-time 10 http://allowed.test:{port}/; echo; \
+         curl -s -o /dev/null -w '%{{http_code}}\\n' --max-time 10 http://denied.test:{port}/; \
+         curl -s --max-time 5 --noproxy '*' http://127.0.0.1:{port}/ && echo DIRECT; \
+         bash -c 'echo > /dev/tcp/127.0.0.1/{port}' 2>/dev/null && echo DIRECT-TCP; echo done"
+    );
+    let out = run_with(
+        &h,
+        &[],
+        &["run", "--no-hide-env", "--", "sh", "-c", &script],
+    );
+    assert!(out.status.success(), "{}", report(&out));
+    let seen = stdout(&out);
+    let lines: Vec<&str> = seen.lines().collect();
+    assert_eq!(
+        lines.first(),
+        Some(&"ok"),
+        "the allowed host through the proxy: {}",
+        report(&out)
+    );
+    assert_eq!(
+        lines.get(1),
+        Some(&"403"),
+        "the denied host: {}",
+        report(&out)
+    );
+    assert!(
+        !seen.contains("DIRECT"),
+        "the host's loopback was reached directly: {seen}"
+    );
+    assert!(seen.contains("done"), "{seen}");
+    // Every decision is in the sandbox's log, with no empty connection of airlock's own.
+    let logs = glob(&h.sandboxes(), "logs/network.jsonl");
+    let log = std::fs::read_to_string(&logs[0]).unwrap();
+    assert!(
+        log.contains("\"host\":\"allowed.test\"") && log.contains("\"decision\":\"denied\""),
+        "{log}"
+    );
+    assert!(!log.contains("before a full request head"), "{log}");
 }

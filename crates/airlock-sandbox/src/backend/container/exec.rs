@@ -22,6 +22,8 @@ pub const EXEC_PATH: &str = "/run/airlock/airlock-container-exec";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecArgs {
     pub policy: SeccompPolicy,
+    /// Wait until `127.0.0.1:PORT` accepts (the supervisor's egress listener) before the command.
+    pub egress_port: Option<u16>,
     pub writable: Vec<PathBuf>,
     pub argv: Vec<OsString>,
 }
@@ -33,6 +35,7 @@ pub fn parse(args: Vec<OsString>) -> Result<ExecArgs, String> {
             nested_namespaces: false,
         },
         writable: Vec::new(),
+        egress_port: None,
         argv: Vec::new(),
     };
     let mut args = args.into_iter();
@@ -46,6 +49,9 @@ pub fn parse(args: Vec<OsString>) -> Result<ExecArgs, String> {
             return Ok(out);
         } else if bytes == b"--nested-namespaces" {
             out.policy.nested_namespaces = true;
+        } else if let Some(port) = bytes.strip_prefix(b"--egress-port=") {
+            let port = std::str::from_utf8(port).ok().and_then(|p| p.parse().ok());
+            out.egress_port = Some(port.ok_or_else(|| format!("bad port in {a:?}"))?);
         } else if let Some(path) = bytes.strip_prefix(b"--writable=") {
             out.writable
                 .push(PathBuf::from(std::ffi::OsStr::from_bytes(path)));
@@ -62,6 +68,9 @@ pub fn main() -> ! {
         Ok(args) => args,
         Err(e) => die(125, &format!("{EXEC_NAME}: {e}")),
     };
+    if let Some(port) = args.egress_port {
+        wait_for_proxy(port);
+    }
     // SAFETY: a plain prctl on this thread; the engine already set it, this makes it certain.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         die(125, "airlock: cannot set no_new_privs in the container");
@@ -104,6 +113,34 @@ pub fn main() -> ! {
     )
 }
 
+/// Waits until the supervisor's listener is in place, so the workload's first request finds
+/// the proxy; fails closed after a deadline. It reads the namespace's socket table rather than
+/// connecting, so the proxy's log gets no empty connection.
+fn wait_for_proxy(port: u16) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !listening(
+        &std::fs::read_to_string("/proc/self/net/tcp").unwrap_or_default(),
+        port,
+    ) {
+        if std::time::Instant::now() > deadline {
+            die(
+                125,
+                "airlock: the egress proxy did not come up in the container within 30 s",
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// Whether `/proc/net/tcp` text has a socket listening (state `0A`) on `127.0.0.1:port`.
+fn listening(table: &str, port: u16) -> bool {
+    let local = format!("0100007F:{port:04X}");
+    table.lines().skip(1).any(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        f.get(1) == Some(&local.as_str()) && f.get(3) == Some(&"0A")
+    })
+}
+
 fn die(code: i32, message: &str) -> ! {
     eprintln!("{message}");
     std::process::exit(code)
@@ -121,6 +158,7 @@ mod tests {
     fn the_wrapper_reads_its_layers_then_the_command_verbatim() {
         let a = parse(os(&[
             "--nested-namespaces",
+            "--egress-port=3128",
             "--writable=/tmp",
             "--",
             "sh",
@@ -128,8 +166,20 @@ mod tests {
         ]))
         .unwrap();
         assert!(a.policy.nested_namespaces);
+        assert_eq!(a.egress_port, Some(3128));
         assert_eq!(a.writable, [PathBuf::from("/tmp")]);
         assert_eq!(a.argv, os(&["sh", "--writable=x"]));
+    }
+
+    #[test]
+    fn the_proxy_port_counts_only_when_listening_on_loopback() {
+        let head = "  sl  local_address rem_address   st tx_queue rx_queue\n";
+        let listen = "   0: 0100007F:0C38 00000000:0000 0A 00000000:00000000\n";
+        let other = "   1: 00000000:0C38 00000000:0000 0A 00000000:00000000\n";
+        let connected = "   2: 0100007F:0C38 0100007F:9C40 01 00000000:00000000\n";
+        assert!(listening(&format!("{head}{listen}"), 3128));
+        assert!(!listening(&format!("{head}{other}{connected}"), 3128));
+        assert!(!listening(head, 3128));
     }
 
     #[test]
@@ -137,5 +187,6 @@ mod tests {
         assert!(parse(os(&["--writable=/a"])).is_err());
         assert!(parse(os(&["--bogus", "--", "sh"])).is_err());
         assert!(parse(os(&["--"])).is_err());
+        assert!(parse(os(&["--egress-port=x", "--", "sh"])).is_err());
     }
 }

@@ -56,15 +56,10 @@ pub(super) fn run(
     write_files(spec, &files)
         .map_err(|e| LaunchError::Setup(format!("cannot write {}: {e}", files.dir.display())))?;
     let name = container_name(spec);
-    let keep_as = c.settings.keep.then_some(name.as_str());
-    let plan = c.plan(spec, &image, &files, keep_as);
+    let plan = c.plan(spec, &image, &files, &name);
     let result = render::render(spec, &plan, &c.sockets)
         .map_err(LaunchError::Plan)
-        .and_then(|args| {
-            // The filters' threads start now; the container does not exist yet.
-            gates.started().map_err(LaunchError::Setup)?;
-            run_engine(c, &args)
-        });
+        .and_then(|args| run_engine(c, spec, &name, &args, gates));
     if c.settings.keep {
         eprintln!(
             "airlock: kept the container {name} ({} rm {name} removes it; its files are in {})",
@@ -117,6 +112,32 @@ fn check_sources(spec: &SandboxSpec) -> Result<(), LaunchError> {
     Ok(())
 }
 
+/// In proxy mode, the egress listener in the container's network namespace, served by the
+/// gates (the wrapper inside waits for it); then the gates' threads. While this process is
+/// still single-threaded: the listener's helper is forked.
+fn start_gates(
+    c: &Container,
+    spec: &SandboxSpec,
+    name: &str,
+    engine: &mut std::process::Child,
+    gates: &mut dyn Gates,
+) -> Result<(), LaunchError> {
+    if spec.network == airlock_config::NetworkMode::Proxy {
+        let Some(pid) =
+            super::egress::container_pid(c, name, engine).map_err(LaunchError::Setup)?
+        else {
+            // The engine ended before the container ran: its status says why.
+            return Ok(());
+        };
+        let listener = super::egress::listener_in(pid, crate::native::EGRESS_PORT)
+            .map_err(LaunchError::Setup)?;
+        gates.started().map_err(LaunchError::Setup)?;
+        gates.serve_egress(listener).map_err(LaunchError::Setup)
+    } else {
+        gates.started().map_err(LaunchError::Setup)
+    }
+}
+
 fn write_files(spec: &SandboxSpec, files: &SessionFiles) -> std::io::Result<()> {
     let _ = std::fs::remove_dir_all(&files.dir);
     std::fs::DirBuilder::new()
@@ -152,10 +173,16 @@ fn write_files(spec: &SandboxSpec, files: &SessionFiles) -> std::io::Result<()> 
     Ok(())
 }
 
-/// Runs the engine in the foreground and waits for it. Signals sent to airlock alone (not by
-/// the terminal, which signals the engine too) are passed on to the engine, which passes them
-/// to the container.
-fn run_engine(c: &Container, args: &[std::ffi::OsString]) -> Result<Outcome, LaunchError> {
+/// Runs the engine in the foreground, starts the gates, waits for it. Signals sent to airlock
+/// alone (not by the terminal, which signals the engine too) are passed on to the engine, which
+/// passes them to the container.
+fn run_engine(
+    c: &Container,
+    spec: &SandboxSpec,
+    name: &str,
+    args: &[std::ffi::OsString],
+    gates: &mut dyn Gates,
+) -> Result<Outcome, LaunchError> {
     use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
     let mut set = SigSet::empty();
     for s in [
@@ -183,6 +210,18 @@ fn run_engine(c: &Container, args: &[std::ffi::OsString]) -> Result<Outcome, Lau
         }
     };
     let pid = child.id() as libc::pid_t;
+    if let Err(e) = start_gates(c, spec, name, &mut child, gates) {
+        // Fail closed: the gates this sandbox was planned with serve it, or it does not run.
+        let _ = image::command(&c.engine)
+            .args(["kill", name])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&previous), None);
+        return Err(e);
+    }
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Ok(status),

@@ -4,9 +4,11 @@
 //! ([`image`]), so every file inside comes from the spec's binds, as with native. The engine
 //! makes the namespaces, drops every capability, sets no_new_privs and loads the seccomp profile
 //! airlock generates ([`seccomp`]); airlock's exec wrapper inside ([`exec`]) adds Landlock and
-//! airlock's own filter. What an engine cannot do (the keeper, overlays, the egress proxy, port
-//! forwards, a remote engine) is refused by [`Backend::unsupported`], never left out.
+//! airlock's own filter; the egress proxy's listener is made in the container's network
+//! namespace by the supervisor ([`egress`]). What an engine cannot do (the keeper, overlays,
+//! port forwards, a remote engine) is refused by [`Backend::unsupported`], never left out.
 
+mod egress;
 pub mod engine;
 pub mod exec;
 pub mod image;
@@ -131,8 +133,8 @@ pub fn doctor_row(container: Result<&Container, String>) -> crate::doctor::Check
             name: "backend container",
             status: Status::Ok,
             detail: format!(
-                "{} {version} at {place}, reachable{}; overlays, hidden files and the egress \
-                 proxy are refused with it",
+                "{} {version} at {place}, reachable{}; overlays and hidden files are refused \
+                 with it",
                 e.program.display(),
                 if e.rootless { ", rootless" } else { "" }
             ),
@@ -175,14 +177,15 @@ impl Container {
         spec: &SandboxSpec,
         image: &'a str,
         files: &'a render::SessionFiles,
-        keep_as: Option<&'a str>,
+        name: &'a str,
     ) -> render::Plan<'a> {
         render::Plan {
             engine: &self.engine,
             image,
             exe: &self.exe,
             files,
-            keep_as,
+            name,
+            keep: self.settings.keep,
             tty: launch::is_terminal() && !spec.argv.is_empty(),
         }
     }
@@ -204,12 +207,7 @@ impl Backend for Container {
         };
         let files = launch::session_files(spec);
         let name = launch::container_name(spec);
-        let keep_as = self.settings.keep.then_some(name.as_str());
-        let args = render::render(
-            spec,
-            &self.plan(spec, &image, &files, keep_as),
-            &self.sockets,
-        )?;
+        let args = render::render(spec, &self.plan(spec, &image, &files, &name), &self.sockets)?;
         let mut argv = vec![self.engine.program.display().to_string()];
         argv.extend(args.iter().map(|a| a.to_string_lossy().into_owned()));
         Ok(Some(argv))

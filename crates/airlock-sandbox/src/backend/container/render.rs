@@ -47,8 +47,10 @@ pub struct Plan<'a> {
     /// The airlock binary on the host, bound read-only at [`EXEC_PATH`].
     pub exe: &'a Path,
     pub files: &'a SessionFiles,
-    /// The container's name when it is kept (`[sandbox.container] keep`); else `--rm`.
-    pub keep_as: Option<&'a str>,
+    /// The container's name (the supervisor finds its pid by it).
+    pub name: &'a str,
+    /// Keep the container after it exits (`[sandbox.container] keep`); else `--rm`.
+    pub keep: bool,
     /// Give the container a terminal (`-t`): the caller's stdin and stdout are one.
     pub tty: bool,
 }
@@ -66,14 +68,6 @@ pub fn unsupported(spec: &SandboxSpec, engine: &Engine, engine_sockets: &[PathBu
             Engine::host_variable(engine.name),
             Engine::host_variable(engine.name),
         ));
-    }
-    if spec.network == NetworkMode::Proxy {
-        out.push(
-            "the container backend cannot serve the egress proxy yet (network = \"proxy\", the \
-             default); use --network none (or [sandbox] network = \"none\"), or --backend native \
-             or bwrap for the proxy"
-                .into(),
-        );
     }
     let overlays = targets(spec, |op| matches!(op, MountOp::Overlay { .. }));
     if !overlays.is_empty() {
@@ -248,9 +242,9 @@ pub fn render(
     r.arg("run");
     // Never a registry: the image is airlock's own, built here, or one the user named.
     r.opt("--pull", "never");
-    match plan.keep_as {
-        Some(name) => r.opt("--name", name),
-        None => r.arg("--rm"),
+    r.opt("--name", plan.name);
+    if !plan.keep {
+        r.arg("--rm");
     }
     // The image's root is read-only; the spec's own tmpfs are the only writable places. No
     // log file of the session's output in the engine's store.
@@ -310,6 +304,10 @@ pub fn render(
     r.arg(EXEC_PATH);
     if spec.seccomp.nested_namespaces {
         r.arg("--nested-namespaces");
+    }
+    if spec.network == NetworkMode::Proxy {
+        // The supervisor's listener in the container's network namespace (`egress.rs`).
+        r.arg(format!("--egress-port={}", crate::native::EGRESS_PORT));
     }
     for path in &spec.writable {
         let mut a = OsString::from("--writable=");

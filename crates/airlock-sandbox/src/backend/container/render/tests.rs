@@ -20,14 +20,15 @@ fn files() -> SessionFiles {
     }
 }
 
-fn argv(spec: &SandboxSpec, engine: &Engine, keep_as: Option<&str>) -> Result<Vec<String>, String> {
+fn argv(spec: &SandboxSpec, engine: &Engine, keep: bool) -> Result<Vec<String>, String> {
     let files = files();
     let plan = Plan {
         engine,
         image: "localhost/airlock-root:0123456789ab",
         exe: Path::new("/opt/airlock/bin/airlock"),
         files: &files,
-        keep_as,
+        name: "airlock-proj-12345678-42",
+        keep,
         tty: false,
     };
     let sockets = [PathBuf::from("/run/podman/podman.sock")];
@@ -43,12 +44,14 @@ const S: &str = "/home/dev/.local/share/airlock/sandboxes/proj-12345678";
 /// The whole argv, exactly: a change to what the engine is told shows here.
 #[test]
 fn the_spec_renders_to_this_podman_argv() {
-    let got = argv(&spec(), &engine(EngineName::Podman, true), None).unwrap();
+    let got = argv(&spec(), &engine(EngineName::Podman, true), false).unwrap();
     let c = format!("{S}/container/42");
     let expected: Vec<String> = [
         "run",
         "--pull",
         "never",
+        "--name",
+        "airlock-proj-12345678-42",
         "--rm",
         "--read-only",
         "--log-driver",
@@ -121,22 +124,17 @@ fn the_spec_renders_to_this_podman_argv() {
 
 #[test]
 fn docker_and_root_podman_get_the_users_ids_without_keep_id_and_a_kept_container_a_name() {
-    let docker = argv(
-        &spec(),
-        &engine(EngineName::Docker, false),
-        Some("airlock-proj-1"),
-    )
-    .unwrap();
+    let docker = argv(&spec(), &engine(EngineName::Docker, false), true).unwrap();
     assert!(
         !docker
             .iter()
             .any(|a| a == "--userns" || a == "--no-hosts" || a == "--rm")
     );
     let at = docker.iter().position(|a| a == "--name").unwrap();
-    assert_eq!(docker[at + 1], "airlock-proj-1");
+    assert_eq!(docker[at + 1], "airlock-proj-12345678-42");
     let at = docker.iter().position(|a| a == "--user").unwrap();
     assert_eq!(docker[at + 1], "1000:1000");
-    let root = argv(&spec(), &engine(EngineName::Podman, false), None).unwrap();
+    let root = argv(&spec(), &engine(EngineName::Podman, false), false).unwrap();
     assert!(!root.iter().any(|a| a == "--userns"));
 }
 
@@ -145,10 +143,22 @@ fn host_network_is_the_engines_host_network_and_nested_namespaces_reach_the_wrap
     let mut spec = spec();
     spec.network = NetworkMode::Host;
     spec.seccomp.nested_namespaces = true;
-    let args = argv(&spec, &engine(EngineName::Podman, true), None).unwrap();
+    let args = argv(&spec, &engine(EngineName::Podman, true), false).unwrap();
     let at = args.iter().position(|a| a == "--network").unwrap();
     assert_eq!(args[at + 1], "host");
     assert!(args.iter().any(|a| a == "--nested-namespaces"));
+    assert!(!args.iter().any(|a| a.starts_with("--egress-port")));
+}
+
+#[test]
+fn proxy_mode_tells_the_wrapper_to_wait_for_the_proxy_port() {
+    let mut spec = spec();
+    spec.network = NetworkMode::Proxy;
+    let args = argv(&spec, &engine(EngineName::Podman, true), false).unwrap();
+    let at = args.iter().position(|a| a == "--network").unwrap();
+    assert_eq!(args[at + 1], "none");
+    let dashdash = args.iter().position(|a| a == "--").unwrap();
+    assert!(args[..dashdash].iter().any(|a| a == "--egress-port=3128"));
 }
 
 #[test]
@@ -158,11 +168,7 @@ fn what_an_engine_cannot_honour_is_refused_naming_it_and_the_way_out() {
     let refused = |spec: &SandboxSpec| unsupported(spec, &e, &no_sockets).join("; ");
     let mut proxy = spec();
     proxy.network = NetworkMode::Proxy;
-    let r = refused(&proxy);
-    assert!(
-        r.contains("egress proxy") && r.contains("--network none"),
-        "{r}"
-    );
+    assert_eq!(refused(&proxy), "", "proxy mode is served (egress.rs)");
     let mut overlay = spec();
     overlay.mounts.push(MountOp::Overlay {
         lower: "/home/dev/.claude".into(),
@@ -217,7 +223,7 @@ fn a_bind_that_holds_the_engines_socket_is_refused() {
         target: "/srv/engine".into(),
         writable: false,
     });
-    let e = argv(&spec, &engine(EngineName::Podman, true), None).unwrap_err();
+    let e = argv(&spec, &engine(EngineName::Podman, true), false).unwrap_err();
     assert!(e.contains("/run/podman/podman.sock"), "{e}");
 }
 
@@ -230,7 +236,7 @@ fn a_path_that_looks_like_an_option_stays_inside_its_mount_and_the_command_after
         target: "/srv/--privileged".into(),
         writable: false,
     });
-    let args = argv(&spec, &engine(EngineName::Podman, true), None).unwrap();
+    let args = argv(&spec, &engine(EngineName::Podman, true), false).unwrap();
     assert!(
         args.iter()
             .any(|a| a == "type=bind,src=/srv/--privileged,dst=/srv/--privileged,ro=true")
