@@ -95,13 +95,20 @@ fn header(name: &str, kind: u8, link: &str, mode: u32) -> Result<[u8; 512], Stri
     Ok(h)
 }
 
-/// An engine command with its rebuilt environment, started in `/`.
+/// An engine command with its rebuilt environment, started in `/`, with the options that
+/// point it at its socket.
 pub fn command(engine: &Engine) -> Command {
+    let mut cmd = bare_command(engine);
+    cmd.args(engine.global_args());
+    cmd
+}
+
+/// [`command`] without the socket options (for an argv that has them: `render`'s).
+pub fn bare_command(engine: &Engine) -> Command {
     let mut cmd = Command::new(&engine.program);
     cmd.env_clear()
         .envs(engine.environment(&|n| std::env::var_os(n)))
-        .current_dir("/")
-        .args(engine.global_args());
+        .current_dir("/");
     cmd
 }
 

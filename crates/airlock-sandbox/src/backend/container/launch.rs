@@ -198,7 +198,8 @@ fn run_engine(
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut previous))
         .map_err(|e| LaunchError::Start(e.into()))?;
     // std resets the signal mask in the child, so the engine gets signals as usual.
-    let spawned = image::command(&c.engine).args(args).spawn();
+    // `args` starts with the socket options already (render puts them there).
+    let spawned = image::bare_command(&c.engine).args(args).spawn();
     let mut child = match spawned {
         Ok(child) => child,
         Err(e) => {
