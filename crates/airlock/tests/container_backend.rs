@@ -490,3 +490,32 @@ fn proxy_mode_reaches_allowed_hosts_through_the_egress_proxy_and_nothing_else() 
     );
     assert!(!log.contains("before a full request head"), "{log}");
 }
+
+/// A link planted in the project (an earlier session could) under a mount's target is refused
+/// before the engine resolves it; the control without the link runs.
+#[test]
+fn a_mount_through_a_link_planted_in_the_project_is_refused() {
+    if !podman_runs() {
+        return;
+    }
+    let h = TestHome::new("home/code/app");
+    let outside = h.root.join("outside/sub");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(h.root.join("outside"), h.project.join("link")).unwrap();
+    let target = h.project.join("link/sub");
+    h.config(&format!(
+        "[[sandbox.mounts]]\npath = \"{}\"\nmode = \"readonly\"\n",
+        target.display()
+    ));
+    let out = launch(&h, &[], "echo RAN");
+    assert_eq!(out.status.code(), Some(125), "{}", report(&out));
+    assert!(
+        stderr(&out).contains("is a symlink in a sandbox-writable tree"),
+        "{}",
+        report(&out)
+    );
+    assert!(!stdout(&out).contains("RAN"));
+    h.config("");
+    let out = launch(&h, &[], "echo RAN");
+    assert!(stdout(&out).contains("RAN"), "{}", report(&out));
+}

@@ -72,41 +72,63 @@ pub(super) fn run(
     result
 }
 
-/// Refuses a bind whose source passes through a symlink inside a sandbox-writable tree: the
-/// engine resolves sources by path, and a link planted there by an earlier session would bind
-/// whatever it points at.
+/// Refuses a bind whose source, or a mount whose target, passes through a symlink inside a
+/// sandbox-writable tree: the engine resolves sources by host path and targets inside the
+/// container, so a link planted there by an earlier session would bind what it points at, or
+/// put a mount somewhere else than the spec says (native refuses such targets too).
 fn check_sources(spec: &SandboxSpec) -> Result<(), LaunchError> {
-    let writable: Vec<&Path> = spec
+    // Each writable bind: where it is inside, and the host tree it shows.
+    let writable: Vec<(&Path, &Path)> = spec
         .mounts
         .iter()
         .filter_map(|op| match op {
             MountOp::Bind {
                 source,
+                target,
                 writable: true,
-                ..
-            } => Some(source.as_path()),
+            } => Some((target.as_path(), source.as_path())),
             _ => None,
         })
         .collect();
     for op in &spec.mounts {
-        let (MountOp::Bind { source, .. } | MountOp::CopyFile { source, .. }) = op else {
-            continue;
-        };
-        let Some(tree) = writable.iter().find(|w| source.starts_with(w)) else {
-            continue;
-        };
-        let mut at = tree.to_path_buf();
-        for part in source.strip_prefix(tree).expect("starts_with").components() {
-            at.push(part);
-            if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
-                return Err(LaunchError::Setup(format!(
-                    "{} is a symlink in a sandbox-writable tree ({}), so {} cannot be bound \
-                     safely by the engine; remove the link, or use --backend native",
-                    at.display(),
-                    tree.display(),
-                    source.display()
-                )));
+        if let MountOp::Bind { source, .. } | MountOp::CopyFile { source, .. } = op {
+            for (_, tree) in &writable {
+                if let Some(rel) = source
+                    .strip_prefix(tree)
+                    .ok()
+                    .filter(|r| !r.as_os_str().is_empty())
+                {
+                    refuse_links(tree, rel, source)?;
+                }
             }
+        }
+        let target = op.target();
+        for (inside, tree) in &writable {
+            if let Some(rel) = target
+                .strip_prefix(inside)
+                .ok()
+                .filter(|r| !r.as_os_str().is_empty())
+            {
+                refuse_links(tree, rel, target)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An error when a component of `tree/rel` (on the host) is a symlink; `what` is the spec's path.
+fn refuse_links(tree: &Path, rel: &Path, what: &Path) -> Result<(), LaunchError> {
+    let mut at = tree.to_path_buf();
+    for part in rel.components() {
+        at.push(part);
+        if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(LaunchError::Setup(format!(
+                "{} is a symlink in a sandbox-writable tree ({}), so the container engine cannot \
+                 mount {} safely; remove the link, or use --backend native",
+                at.display(),
+                tree.display(),
+                what.display()
+            )));
         }
     }
     Ok(())
