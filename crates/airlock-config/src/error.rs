@@ -106,6 +106,17 @@ pub enum ConfigError {
         reason: String,
     },
 
+    /// A `[sandbox.container] image` that could be read as something else than an image name.
+    #[error(
+        "{}: [sandbox.container] image = {value:?} is refused ({reason}); name a local image such as \"localhost/my-image:1\", or remove the key for airlock's own",
+        path.display()
+    )]
+    ContainerImage {
+        path: PathBuf,
+        value: String,
+        reason: &'static str,
+    },
+
     /// A `[sandbox.resources]` value that is not of its key's form.
     #[error(
         "{}: [sandbox.resources] {key} = {value} is not valid; expected {expected}",

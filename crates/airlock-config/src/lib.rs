@@ -6,6 +6,7 @@
 //! files at launch, the XDG paths of airlock's state on the host, and the rotating line logs kept
 //! there ([`logfile`]). It does no sandboxing and knows nothing of backends.
 
+pub mod container;
 pub mod credentials;
 mod edit;
 mod environment;

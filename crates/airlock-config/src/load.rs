@@ -78,6 +78,20 @@ impl ConfigFile {
         if let Some(resources) = &self.sandbox.resources {
             crate::resources::check(origin, resources)?;
         }
+        let image = self
+            .sandbox
+            .container
+            .as_ref()
+            .and_then(|c| c.image.as_ref());
+        if let Some((image, reason)) =
+            image.and_then(|i| crate::container::image_problem(i).map(|r| (i, r)))
+        {
+            return Err(ConfigError::ContainerImage {
+                path: origin.to_path_buf(),
+                value: image.clone(),
+                reason,
+            });
+        }
         for name in &self.sandbox.env_passthrough {
             if let Some(reason) = env_name_problem(name) {
                 return Err(ConfigError::EnvName {
@@ -207,6 +221,9 @@ impl Profile {
         }
         if let Some(resources) = &s.resources {
             self.resources.apply(resources);
+        }
+        if let Some(container) = &s.container {
+            self.container.apply(container);
         }
         for pattern in &s.hide {
             if !self.hide.contains(pattern) {

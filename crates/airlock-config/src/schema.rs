@@ -75,9 +75,12 @@ pub struct HostCommandEntry {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxSection {
-    /// `backend = "native" | "bwrap"`: what launches the sandbox.
+    /// `backend = "native" | "bwrap" | "container"`: what launches the sandbox.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backend: Option<BackendKind>,
+    /// `[sandbox.container]`: the container backend's engine, image and `keep`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<crate::container::ContainerSection>,
     /// `network = "host" | "none" | "proxy"`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkMode>,
@@ -108,21 +111,28 @@ pub struct SandboxSection {
     pub resources: Option<crate::resources::ResourcesSection>,
 }
 
-/// What launches a sandbox: airlock's own namespaces (`native`) or bubblewrap (`bwrap`).
+/// What launches a sandbox: airlock's own namespaces (`native`), bubblewrap (`bwrap`) or a
+/// container engine, podman or docker (`container`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BackendKind {
     Native,
     Bwrap,
+    Container,
 }
 
 impl BackendKind {
-    pub const ALL: [BackendKind; 2] = [BackendKind::Native, BackendKind::Bwrap];
+    pub const ALL: [BackendKind; 3] = [
+        BackendKind::Native,
+        BackendKind::Bwrap,
+        BackendKind::Container,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             BackendKind::Native => "native",
             BackendKind::Bwrap => "bwrap",
+            BackendKind::Container => "container",
         }
     }
 
@@ -216,6 +226,9 @@ pub struct Profile {
     /// `[sandbox] backend`; `None`: the default (`AIRLOCK_BACKEND`, else native).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<BackendKind>,
+    /// `[sandbox.container]`, layered key by key (project over global).
+    #[serde(default)]
+    pub container: crate::container::ContainerSettings,
     pub network: NetworkMode,
     pub hide_env_files: bool,
     /// `[sandbox] hide` of both files, global first, without duplicates.
@@ -251,6 +264,7 @@ impl Default for Profile {
     fn default() -> Self {
         Profile {
             backend: None,
+            container: Default::default(),
             network: NetworkMode::Proxy,
             hide_env_files: true,
             hide: Vec::new(),

@@ -50,8 +50,9 @@ const INIT_TEMPLATE: &str = r#"# airlock configuration.
 
 # What launches the sandbox: "native" (airlock's own namespaces, Landlock and seccomp; nothing
 # to install) or "bwrap" (bubblewrap builds the namespaces and the root from the same spec;
-# airlock's init still applies Landlock, seccomp and the hidden files). `run --backend` wins;
-# the default is $AIRLOCK_BACKEND, else "native". See docs/backends.md.
+# airlock's init still applies Landlock, seccomp and the hidden files) or "container" (podman
+# or docker, with [sandbox.container] below). `run --backend` wins; the default is
+# $AIRLOCK_BACKEND, else "native". See docs/backends.md.
 #backend = "native"
 
 # Allow creating namespaces (and mounting in them) inside the sandbox, e.g. for nested
@@ -90,6 +91,14 @@ const INIT_TEMPLATE: &str = r#"# airlock configuration.
 # cpus = 2
 # pids = 1024
 # tmp_size = "12%"
+
+# The container backend (backend = "container"): the engine (default: the one CONTAINER_HOST
+# or DOCKER_HOST names, else podman when installed, else docker), a local image instead of
+# airlock's own (never pulled), and whether containers are kept after they exit.
+# [sandbox.container]
+# engine = "podman"
+# image = "localhost/my-image:1"
+# keep = false
 
 [network]
 # Which hosts the egress proxy lets the sandbox reach (network = "proxy"); see docs/network.md.
@@ -222,11 +231,27 @@ pub fn render_profile(p: &Profile) -> String {
     }
     crate::environment::render(&mut out, &p.environment);
     render_resources(&mut out, &p.resources);
+    render_container(&mut out, &p.container);
     render_network(&mut out, &p.egress);
     crate::credentials::render(&mut out, &p.credentials);
     render_ports(&mut out, &p.ports);
     render_tools(&mut out, p);
     out
+}
+
+/// `[sandbox.container]`, when anything is set.
+fn render_container(out: &mut String, c: &crate::container::ContainerSettings) {
+    if *c == crate::container::ContainerSettings::default() {
+        return;
+    }
+    let _ = writeln!(out, "\n[sandbox.container]");
+    if let Some(engine) = c.engine {
+        let _ = writeln!(out, "engine = {}", quote(engine.as_str()));
+    }
+    if let Some(image) = &c.image {
+        let _ = writeln!(out, "image = {}", quote(image));
+    }
+    let _ = writeln!(out, "keep = {}", c.keep);
 }
 
 /// `[sandbox.resources]`, when anything is set.

@@ -118,15 +118,16 @@ pub struct RunArgs {
     /// hide_env_files = false); [sandbox] hide globs still apply
     #[arg(long)]
     pub no_hide_env: bool,
-    /// What launches the sandbox: native (airlock's own namespaces) or bwrap (bubblewrap builds
-    /// them from the same spec); over [sandbox] backend and $AIRLOCK_BACKEND
+    /// What launches the sandbox: native (airlock's own namespaces), bwrap (bubblewrap builds
+    /// them from the same spec) or container (podman or docker, [sandbox.container]); over
+    /// [sandbox] backend and $AIRLOCK_BACKEND
     #[arg(long, value_enum, value_name = "BACKEND")]
     pub backend: Option<BackendArg>,
     /// Print the sandbox spec as JSON and exit without running anything
     #[arg(long)]
     pub print_spec: bool,
-    /// With --print-spec: print the command line the backend runs instead (bwrap's argv; native
-    /// runs none)
+    /// With --print-spec: print the command line the backend runs instead (bwrap's or the
+    /// container engine's argv; native runs none)
     #[arg(long, requires = "print_spec")]
     pub render: bool,
     /// Print what the sandbox would be (project, state, network, tools, hidden paths, mounts,
@@ -202,6 +203,7 @@ impl RunArgs {
 pub enum BackendArg {
     Native,
     Bwrap,
+    Container,
 }
 
 impl BackendArg {
@@ -209,6 +211,7 @@ impl BackendArg {
         match self {
             BackendArg::Native => airlock_config::BackendKind::Native,
             BackendArg::Bwrap => airlock_config::BackendKind::Bwrap,
+            BackendArg::Container => airlock_config::BackendKind::Container,
         }
     }
 }

@@ -29,6 +29,15 @@ fn main() {
     }) {
         airlock_sandbox::native::stage::main();
     }
+    // Inside a container the container backend started: the exec wrapper (Landlock, seccomp).
+    if argv0.as_ref().is_some_and(|a| {
+        std::path::Path::new(a).file_name()
+            == Some(std::ffi::OsStr::new(
+                airlock_sandbox::backend::container::exec::EXEC_NAME,
+            ))
+    }) {
+        airlock_sandbox::backend::container::exec::main();
+    }
     if let Some(code) = commands::bridge::dispatch_shim() {
         std::process::exit(code);
     }

@@ -129,7 +129,12 @@ fn default_profile_renders_exactly() {
 #[test]
 fn rendered_profile_parses_back_to_the_same_profile() {
     let profile = Profile {
-        backend: Some(crate::BackendKind::Bwrap),
+        backend: Some(crate::BackendKind::Container),
+        container: crate::container::ContainerSettings {
+            engine: Some(crate::container::EngineName::Docker),
+            image: Some("localhost/my-image:1".into()),
+            keep: true,
+        },
         network: NetworkMode::None,
         hide_env_files: false,
         hide: vec!["*.pem".into(), "/config/master.key".into()],

@@ -6,6 +6,7 @@
 //! so a sandbox is never weaker than the spec says. `docs/backends.md` compares them.
 
 pub mod bwrap;
+pub mod container;
 
 use std::path::PathBuf;
 
@@ -77,10 +78,22 @@ pub fn choose(
 }
 
 /// The backend of `kind`, with the host programs it runs already resolved (`bwrap`: the
-/// bubblewrap binary from a trusted PATH entry; `None` when it was not found).
-pub fn select(kind: BackendKind, bwrap: Option<PathBuf>) -> Result<Box<dyn Backend>, String> {
+/// bubblewrap binary from a trusted PATH entry; `None` when it was not found; `container`: the
+/// engine from [`container::resolve`], or why it cannot be used).
+pub fn select(
+    kind: BackendKind,
+    bwrap: Option<PathBuf>,
+    container: Option<Result<container::Container, String>>,
+) -> Result<Box<dyn Backend>, String> {
     match kind {
         BackendKind::Native => Ok(Box::new(Native)),
+        BackendKind::Container => match container {
+            Some(Ok(c)) => Ok(Box::new(c)),
+            Some(Err(e)) => Err(e),
+            None => {
+                Err("the container backend needs podman or docker; or use --backend native".into())
+            }
+        },
         BackendKind::Bwrap => match bwrap {
             Some(program) => Ok(Box::new(bwrap::Bwrap::new(program)?)),
             None => Err(
@@ -98,6 +111,7 @@ pub fn doctor_rows(
     selected: Result<BackendKind, String>,
     why: &str,
     bwrap: Option<&std::path::Path>,
+    container: Result<&container::Container, String>,
 ) -> Vec<crate::doctor::Check> {
     use crate::doctor::{Check, Status};
     let mut rows = vec![match selected {
@@ -111,7 +125,7 @@ pub fn doctor_rows(
             name: "backend",
             status: Status::Fail,
             detail: e,
-            fix: Some("set AIRLOCK_BACKEND to native or bwrap, or unset it".into()),
+            fix: Some("set AIRLOCK_BACKEND to native, bwrap or container, or unset it".into()),
         },
     }];
     rows.push(Check {
@@ -144,6 +158,7 @@ pub fn doctor_rows(
             fix: Some("as root: apt-get install bubblewrap (only for --backend bwrap)".into()),
         },
     });
+    rows.push(container::doctor_row(container));
     rows
 }
 
@@ -167,14 +182,14 @@ mod tests {
     fn a_variable_naming_no_backend_is_refused_with_the_choices() {
         let e = choose(None, None, Some(OsStr::new("docker"))).unwrap_err();
         assert!(e.contains("AIRLOCK_BACKEND=\"docker\""), "{e}");
-        assert!(e.contains("native, bwrap"), "{e}");
+        assert!(e.contains("native, bwrap, container"), "{e}");
         // The flag still wins over a bad variable.
         assert!(choose(Some(BackendKind::Native), None, Some(OsStr::new("x"))).is_ok());
     }
 
     #[test]
     fn bwrap_without_bubblewrap_says_how_to_get_it() {
-        let e = select(BackendKind::Bwrap, None).err().unwrap();
+        let e = select(BackendKind::Bwrap, None, None).err().unwrap();
         assert!(e.contains("apt-get install bubblewrap"), "{e}");
         assert!(e.contains("--backend native"), "{e}");
     }

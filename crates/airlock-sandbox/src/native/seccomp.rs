@@ -8,7 +8,7 @@ use std::io;
 
 use crate::spec::SeccompPolicy;
 
-mod rules;
+pub(crate) mod rules;
 
 use rules::{
     AF_NETLINK, ALLOWED_FAMILIES, ALLOWED_NETLINK, ALWAYS_DENIED, DENIED_IOCTLS, MOUNT_FAMILY,
@@ -48,7 +48,7 @@ const fn ret_errno(errno: i32) -> u32 {
     libc::SECCOMP_RET_ERRNO | (errno as u32 & libc::SECCOMP_RET_DATA)
 }
 
-const NS_FLAGS_CLONE: u32 = (libc::CLONE_NEWNS
+pub(crate) const NS_FLAGS_CLONE: u32 = (libc::CLONE_NEWNS
     | libc::CLONE_NEWUSER
     | libc::CLONE_NEWPID
     | libc::CLONE_NEWNET
@@ -56,7 +56,7 @@ const NS_FLAGS_CLONE: u32 = (libc::CLONE_NEWNS
     | libc::CLONE_NEWUTS
     | libc::CLONE_NEWCGROUP) as u32;
 // CLONE_NEWTIME (0x80) lies in clone's exit-signal byte, so only unshare (and clone3) can request it.
-const NS_FLAGS_UNSHARE: u32 = NS_FLAGS_CLONE | libc::CLONE_NEWTIME as u32;
+pub(crate) const NS_FLAGS_UNSHARE: u32 = NS_FLAGS_CLONE | libc::CLONE_NEWTIME as u32;
 
 /// A compiled seccomp filter, ready to install in the workload just before `execve`.
 #[derive(Debug, Clone)]

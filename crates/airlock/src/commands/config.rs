@@ -163,8 +163,19 @@ fn backend_rows(profile: &airlock_config::Profile) -> Vec<Check> {
     let selected = airlock_sandbox::backend::choose(None, profile.backend, env.as_deref());
     let home = XdgPaths::from_env().map(|p| p.home).unwrap_or_default();
     let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
-    let bwrap = airlock_tools::HostView::from_env(&home).find_host_program("bwrap", &cwd);
-    airlock_sandbox::backend::doctor_rows(selected, why, bwrap.as_deref())
+    let view = airlock_tools::HostView::from_env(&home);
+    let bwrap = view.find_host_program("bwrap", &cwd);
+    let container = airlock_sandbox::backend::container::resolve(
+        &profile.container,
+        &|name| view.find_host_program(name, &cwd),
+        &|name| std::env::var(name).ok(),
+    );
+    airlock_sandbox::backend::doctor_rows(
+        selected,
+        why,
+        bwrap.as_deref(),
+        container.as_ref().map_err(Clone::clone),
+    )
 }
 
 /// The agents that read a variable a preset sets to the placeholder.

@@ -5,7 +5,8 @@
 //! current user, and (when root) as an unprivileged user (`AIRLOCK_TEST_USER`, default
 //! `airlock-test`), printing `ok`, `FAIL` or `skip (reason)` per case and a final
 //! `N passed, N failed, N skipped` line. Arguments not starting with `-` filter cases by name;
-//! `AIRLOCK_ESCAPE_BIN` points the suite at another binary (e.g. a deliberately broken one).
+//! `AIRLOCK_ESCAPE_BIN` points the suite at another binary (e.g. a deliberately broken one);
+//! `AIRLOCK_ESCAPE_BACKEND` runs the modes of one backend only (`native`, `bwrap`, `container`).
 
 mod cases;
 mod harness;
@@ -71,16 +72,26 @@ fn suite(args: &[String]) -> i32 {
 /// here, printed per case; `Fail`: the harness itself broke).
 fn modes() -> Vec<(String, Result<Mode, Failure>)> {
     let mut modes = Vec::new();
-    for backend in ["native", "bwrap"] {
-        let missing = (backend == "bwrap" && !bwrap_installed()).then(|| {
-            Failure::Skip(
+    // `AIRLOCK_ESCAPE_BACKEND=container` (say) runs one backend's modes only.
+    let only = std::env::var("AIRLOCK_ESCAPE_BACKEND").ok();
+    for backend in ["native", "bwrap", "container"] {
+        if only.as_deref().is_some_and(|b| b != backend) {
+            continue;
+        }
+        let missing = match backend {
+            "bwrap" if !bwrap_installed() => Some(
                 "bubblewrap is not installed (as root: apt-get install bubblewrap; scripts/test does)"
                     .to_owned(),
-            )
-        });
+            ),
+            "container" => podman_missing(),
+            _ => None,
+        };
         for (name, mode) in users(backend) {
-            let mode = match &missing {
-                Some(Failure::Skip(why)) => Err(Failure::Skip(why.clone())),
+            let mode = match (&missing, &mode) {
+                (Some(why), _) => Err(Failure::Skip(why.clone())),
+                (None, Ok(m)) if backend == "container" && m.user.is_some() => {
+                    Err(Failure::Skip(rootless_podman_missing(&name)))
+                }
                 _ => mode,
             };
             modes.push((format!("{name} {backend}"), mode));
@@ -89,13 +100,69 @@ fn modes() -> Vec<(String, Result<Mode, Failure>)> {
     modes
 }
 
-/// A case that failed only because the bwrap backend refused to launch its spec (a mount beneath
-/// an overlay): the launch failed closed, so the attack did not run, and the case says so instead
-/// of failing. An escape is never read as this.
+/// Why the container mode cannot run here, if it cannot: podman missing, or not root (the
+/// engine runs as root on these machines; see `tests/common/podman.rs`).
+fn podman_missing() -> Option<String> {
+    if !std::path::Path::new("/usr/bin/podman").is_file() {
+        return Some("podman is not installed (as root: apt-get install podman)".to_owned());
+    }
+    // SAFETY: geteuid cannot fail.
+    (unsafe { libc::geteuid() } != 0).then(|| {
+        "podman's engine runs as root on these machines; run the suite as root for the \
+         container backend"
+            .to_owned()
+    })
+}
+
+/// Rootless podman for the unprivileged user needs subordinate id ranges it does not have here.
+fn rootless_podman_missing(user: &str) -> String {
+    let has_range = std::fs::read_to_string("/etc/subuid")
+        .is_ok_and(|t| t.lines().any(|l| l.starts_with(&format!("{user}:"))));
+    if has_range {
+        format!("rootless podman as {user} is not wired into this suite yet")
+    } else {
+        format!(
+            "rootless podman as {user} needs a subordinate uid range (usermod --add-subuids \
+             100000-165535 --add-subgids 100000-165535 {user}); there is none in /etc/subuid"
+        )
+    }
+}
+
+/// A case that failed only because its backend refused to launch its spec (bwrap: a mount beneath
+/// an overlay; container: what the engine cannot honour): the launch failed closed, so the attack
+/// did not run, and the case says so instead of failing. An escape is never read as this.
 fn refused_by_backend(mode: &Mode, reason: &str) -> bool {
-    mode.backend == "bwrap"
-        && reason.contains("is mounted beneath the overlay on")
-        && !reason.contains("ESCAPE")
+    // Escape reports start "ESCAPE:" (a variable named AIRLOCK_ESCAPE_... in a command is not one).
+    !reason.contains("ESCAPE:")
+        && match mode.backend {
+            "bwrap" => reason.contains("is mounted beneath the overlay on"),
+            "container" => container_refusal(reason).is_some(),
+            _ => false,
+        }
+}
+
+/// What the container backend refused in a failed case's launch (it names each feature).
+fn container_refusal(reason: &str) -> Option<&'static str> {
+    [
+        ("cannot keep files hidden", "the hidden-files keeper"),
+        ("cannot mount airlock's overlays", "overlays"),
+        ("cannot forward ports", "port forwards"),
+        (
+            "mounts parents before children",
+            "a mount over an earlier one",
+        ),
+        (
+            "container engine's socket",
+            "a mount holding the engine's socket",
+        ),
+        (
+            "has the engine's /proc and /dev only",
+            "its own /proc or /dev",
+        ),
+    ]
+    .iter()
+    .find(|(text, _)| reason.contains(text))
+    .map(|(_, what)| *what)
 }
 
 fn bwrap_installed() -> bool {
@@ -163,10 +230,17 @@ fn run_mode(
         };
         let outcome = match (outcome, &mode) {
             (Err(Failure::Fail(reason)), Ok(mode)) if refused_by_backend(mode, &reason) => {
-                Err(Failure::Skip(format!(
-                    "the {} backend refuses this sandbox (fail closed): a mount beneath an overlay",
-                    mode.backend
-                )))
+                Err(Failure::Skip(match container_refusal(&reason) {
+                    Some(what) if mode.backend == "container" => format!(
+                        "the container backend refuses this sandbox (fail closed): it needs \
+                         {what}, which the engine cannot honour"
+                    ),
+                    _ => format!(
+                        "the {} backend refuses this sandbox (fail closed): a mount beneath an \
+                         overlay",
+                        mode.backend
+                    ),
+                }))
             }
             (outcome, _) => outcome,
         };

@@ -9,7 +9,7 @@ const SYS_OPEN_TREE_ATTR: libc::c_long = 467;
 /// modules and kexec, file handles (open_by_handle_at walks around the mount namespace), and io_uring
 /// (its rings run operations seccomp never sees, `IORING_OP_SOCKET` among them, so every other rule
 /// here could be walked around through it; libuv and others fall back to plain system calls).
-pub(super) const ALWAYS_DENIED: &[(&str, libc::c_long)] = &[
+pub(crate) const ALWAYS_DENIED: &[(&str, libc::c_long)] = &[
     ("keyctl", libc::SYS_keyctl),
     ("add_key", libc::SYS_add_key),
     ("request_key", libc::SYS_request_key),
@@ -28,7 +28,7 @@ pub(super) const ALWAYS_DENIED: &[(&str, libc::c_long)] = &[
 ];
 
 /// The mount family and setns: denied unless the policy allows nested namespaces.
-pub(super) const MOUNT_FAMILY: &[(&str, libc::c_long)] = &[
+pub(crate) const MOUNT_FAMILY: &[(&str, libc::c_long)] = &[
     ("mount", libc::SYS_mount),
     ("umount2", libc::SYS_umount2),
     ("pivot_root", libc::SYS_pivot_root),
@@ -47,7 +47,7 @@ pub(super) const MOUNT_FAMILY: &[(&str, libc::c_long)] = &[
 /// ioctl requests refused on every file: TIOCSTI and TIOCLINUX inject keystrokes into the terminal
 /// shared with the developer's shell; TIOCSETD switches a tty's line discipline, which loads kernel
 /// code (n_gsm, n_hdlc, slcan, ... with a long CVE history) that no dev tool needs.
-pub(super) const DENIED_IOCTLS: &[(&str, u32)] = &[
+pub(crate) const DENIED_IOCTLS: &[(&str, u32)] = &[
     ("TIOCSTI", libc::TIOCSTI as u32),
     ("TIOCLINUX", libc::TIOCLINUX as u32),
     ("TIOCSETD", libc::TIOCSETD as u32),
@@ -57,7 +57,7 @@ pub(super) const DENIED_IOCTLS: &[(&str, u32)] = &[
 /// EPERM. Most of the others are not namespaced or are rarely used kernel code: AF_VSOCK reaches the
 /// hypervisor's services (Firecracker, cloud VMs, WSL2) even with `--network none`, AF_PACKET,
 /// AF_ALG, AF_TIPC, AF_RDS, AF_XDP and the old radio and WAN families have a long CVE history.
-pub(super) const ALLOWED_FAMILIES: &[(&str, u32)] = &[
+pub(crate) const ALLOWED_FAMILIES: &[(&str, u32)] = &[
     ("AF_UNIX", libc::AF_UNIX as u32),
     ("AF_INET", libc::AF_INET as u32),
     ("AF_INET6", libc::AF_INET6 as u32),
@@ -67,7 +67,7 @@ pub(super) const ALLOWED_FAMILIES: &[(&str, u32)] = &[
 /// getifaddrs, `ip`), NETLINK_SOCK_DIAG (`ss`) and NETLINK_KOBJECT_UEVENT (libudev monitors, e.g. in
 /// Chromium; nothing to receive in the sandbox's network namespace). Generic netlink, audit,
 /// netfilter, xfrm, crypto and the rest fail with EPERM.
-pub(super) const ALLOWED_NETLINK: &[(&str, u32)] = &[
+pub(crate) const ALLOWED_NETLINK: &[(&str, u32)] = &[
     ("NETLINK_ROUTE", libc::NETLINK_ROUTE as u32),
     ("NETLINK_SOCK_DIAG", libc::NETLINK_SOCK_DIAG as u32),
     (
@@ -77,4 +77,4 @@ pub(super) const ALLOWED_NETLINK: &[(&str, u32)] = &[
 ];
 
 /// `AF_NETLINK`, allowed for the protocols of [`ALLOWED_NETLINK`].
-pub(super) const AF_NETLINK: u32 = libc::AF_NETLINK as u32;
+pub(crate) const AF_NETLINK: u32 = libc::AF_NETLINK as u32;

@@ -236,8 +236,8 @@ pub(crate) fn plan(
     })
 }
 
-/// The backend of this launch (see [`airlock_sandbox::backend::choose`]), bwrap resolved from a
-/// PATH entry outside the project and every sandbox-writable directory.
+/// The backend of this launch (see [`airlock_sandbox::backend::choose`]), bwrap and the container
+/// engine resolved from PATH entries outside the project and every sandbox-writable directory.
 fn backend_for(
     args: &RunArgs,
     profile: &airlock_config::Profile,
@@ -253,9 +253,16 @@ fn backend_for(
     .map_err(anyhow::Error::msg)?;
     let bwrap = match kind {
         airlock_config::BackendKind::Bwrap => view.find_host_program("bwrap", project),
-        airlock_config::BackendKind::Native => None,
+        _ => None,
     };
-    backend::select(kind, bwrap).map_err(anyhow::Error::msg)
+    let container = (kind == airlock_config::BackendKind::Container).then(|| {
+        backend::container::resolve(
+            &profile.container,
+            &|name| view.find_host_program(name, project),
+            &|name| std::env::var(name).ok(),
+        )
+    });
+    backend::select(kind, bwrap, container).map_err(anyhow::Error::msg)
 }
 
 /// `argv` as one line a shell reads back the same (single quotes where needed).

@@ -64,6 +64,13 @@ impl Mode {
         for exe in [&airlock, &probe] {
             fs::set_permissions(exe, fs::Permissions::from_mode(0o755))?;
         }
+        if backend == "container" {
+            fs::write(
+                bin_dir.path().join("containers.conf"),
+                "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", \"nproc=32768:32768\"]\n\
+                 [engine]\nruntime = \"runc\"\n",
+            )?;
+        }
         // SAFETY: getuid cannot fail.
         let uid = user
             .as_ref()
@@ -95,6 +102,13 @@ impl Mode {
             .env("LOGNAME", &self.label)
             .env("AIRLOCK_BACKEND", self.backend)
             .stdin(Stdio::null());
+        if self.backend == "container" {
+            // podman on these machines: runc and ulimits root can set (tests/common/podman.rs).
+            cmd.env(
+                "CONTAINERS_CONF",
+                self._bin_dir.path().join("containers.conf"),
+            );
+        }
         // Whatever the suite itself inherited (cargo's jobserver pipe, a terminal's fds) must
         // not reach airlock: every fd above stderr is closed at exec unless a case hands one
         // down on purpose (`inherit_fd`, which runs later).

@@ -1,0 +1,279 @@
+//! A container launch: the session's files for the engine (seccomp profile, env file, the empty
+//! mask file, private copies) in a host-only directory, the image, then the engine's `run` in
+//! the foreground; the supervisor waits, passes on signals sent to it, and maps the end.
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::Path;
+
+use super::render::{self, SessionFiles};
+use super::{Container, image};
+use crate::backend::Backend;
+use crate::native::{Gates, LaunchError, Outcome};
+use crate::spec::{MountOp, SandboxSpec};
+
+/// What the engine exits with when it could not create or start the container.
+const ENGINE_FAILED: i32 = 125;
+
+/// The session's directory for the engine: `<state_root>/container/<pid>`; the state root is
+/// host-trusted and never mounted, so the sandbox cannot swap what the engine reads.
+pub(super) fn session_files(spec: &SandboxSpec) -> SessionFiles {
+    SessionFiles {
+        dir: spec
+            .state_root
+            .join("container")
+            .join(std::process::id().to_string()),
+    }
+}
+
+/// The name of a kept container: `airlock-<sandbox>-<pid>`.
+pub(super) fn container_name(spec: &SandboxSpec) -> String {
+    format!("airlock-{}-{}", spec.name, std::process::id())
+}
+
+pub(super) fn is_terminal() -> bool {
+    // SAFETY: isatty only reads the descriptor's state.
+    unsafe { libc::isatty(0) == 1 && libc::isatty(1) == 1 }
+}
+
+pub(super) fn run(
+    c: &Container,
+    spec: &SandboxSpec,
+    gates: &mut dyn Gates,
+) -> Result<Outcome, LaunchError> {
+    let refused = c.unsupported(spec);
+    if !refused.is_empty() {
+        return Err(LaunchError::Plan(refused.join("; ")));
+    }
+    check_sources(spec)?;
+    let image = image::resolve(
+        &c.engine,
+        c.settings.image.as_deref(),
+        &render::image_symlinks(spec),
+    )
+    .map_err(LaunchError::Setup)?;
+    let files = session_files(spec);
+    write_files(spec, &files)
+        .map_err(|e| LaunchError::Setup(format!("cannot write {}: {e}", files.dir.display())))?;
+    let name = container_name(spec);
+    let plan = c.plan(spec, &image, &files, &name);
+    let result = render::render(spec, &plan, &c.sockets)
+        .map_err(LaunchError::Plan)
+        .and_then(|args| run_engine(c, spec, &name, &args, gates));
+    if c.settings.keep {
+        eprintln!(
+            "airlock: kept the container {name} ({} rm {name} removes it; its files are in {})",
+            c.engine.name.as_str(),
+            files.dir.display()
+        );
+    } else {
+        let _ = std::fs::remove_dir_all(&files.dir);
+    }
+    result
+}
+
+/// Refuses a bind whose source, or a mount whose target, passes through a symlink inside a
+/// sandbox-writable tree: the engine resolves sources by host path and targets inside the
+/// container, so a link planted there by an earlier session would bind what it points at, or
+/// put a mount somewhere else than the spec says (native refuses such targets too).
+fn check_sources(spec: &SandboxSpec) -> Result<(), LaunchError> {
+    // Each writable bind: where it is inside, and the host tree it shows.
+    let writable: Vec<(&Path, &Path)> = spec
+        .mounts
+        .iter()
+        .filter_map(|op| match op {
+            MountOp::Bind {
+                source,
+                target,
+                writable: true,
+            } => Some((target.as_path(), source.as_path())),
+            _ => None,
+        })
+        .collect();
+    for op in &spec.mounts {
+        if let MountOp::Bind { source, .. } | MountOp::CopyFile { source, .. } = op {
+            for (_, tree) in &writable {
+                if let Some(rel) = source
+                    .strip_prefix(tree)
+                    .ok()
+                    .filter(|r| !r.as_os_str().is_empty())
+                {
+                    refuse_links(tree, rel, source)?;
+                }
+            }
+        }
+        let target = op.target();
+        for (inside, tree) in &writable {
+            if let Some(rel) = target
+                .strip_prefix(inside)
+                .ok()
+                .filter(|r| !r.as_os_str().is_empty())
+            {
+                refuse_links(tree, rel, target)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An error when a component of `tree/rel` (on the host) is a symlink; `what` is the spec's path.
+fn refuse_links(tree: &Path, rel: &Path, what: &Path) -> Result<(), LaunchError> {
+    let mut at = tree.to_path_buf();
+    for part in rel.components() {
+        at.push(part);
+        if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(LaunchError::Setup(format!(
+                "{} is a symlink in a sandbox-writable tree ({}), so the container engine cannot \
+                 mount {} safely; remove the link, or use --backend native",
+                at.display(),
+                tree.display(),
+                what.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// In proxy mode, the egress listener in the container's network namespace, served by the
+/// gates (the wrapper inside waits for it); then the gates' threads. While this process is
+/// still single-threaded: the listener's helper is forked.
+fn start_gates(
+    c: &Container,
+    spec: &SandboxSpec,
+    name: &str,
+    engine: &mut std::process::Child,
+    gates: &mut dyn Gates,
+) -> Result<(), LaunchError> {
+    if spec.network == airlock_config::NetworkMode::Proxy {
+        let Some(pid) =
+            super::egress::container_pid(c, name, engine).map_err(LaunchError::Setup)?
+        else {
+            // The engine ended before the container ran: its status says why.
+            return Ok(());
+        };
+        let listener = super::egress::listener_in(pid, crate::native::EGRESS_PORT)
+            .map_err(LaunchError::Setup)?;
+        gates.started().map_err(LaunchError::Setup)?;
+        gates.serve_egress(listener).map_err(LaunchError::Setup)
+    } else {
+        gates.started().map_err(LaunchError::Setup)
+    }
+}
+
+fn write_files(spec: &SandboxSpec, files: &SessionFiles) -> std::io::Result<()> {
+    let _ = std::fs::remove_dir_all(&files.dir);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&files.dir)?;
+    let create = |path: &Path, mode: u32| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+    };
+    create(&files.seccomp(), 0o600)?.write_all(super::seccomp::profile(spec.seccomp).as_bytes())?;
+    let mut env = String::new();
+    for (k, v) in &spec.env {
+        env.push_str(k);
+        env.push('=');
+        env.push_str(v);
+        env.push('\n');
+    }
+    create(&files.env(), 0o600)?.write_all(env.as_bytes())?;
+    create(&files.empty(), 0o444)?;
+    let copies = spec.mounts.iter().filter_map(|op| match op {
+        MountOp::CopyFile { source, .. } => Some(source),
+        _ => None,
+    });
+    for (n, source) in copies.enumerate() {
+        let body = std::fs::read(source)?;
+        create(&files.copy(n), 0o644)?.write_all(&body)?;
+    }
+    Ok(())
+}
+
+/// Runs the engine in the foreground, starts the gates, waits for it. Signals sent to airlock
+/// alone (not by the terminal, which signals the engine too) are passed on to the engine, which
+/// passes them to the container.
+fn run_engine(
+    c: &Container,
+    spec: &SandboxSpec,
+    name: &str,
+    args: &[std::ffi::OsString],
+    gates: &mut dyn Gates,
+) -> Result<Outcome, LaunchError> {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
+    let mut set = SigSet::empty();
+    for s in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+        Signal::SIGCHLD,
+    ] {
+        set.add(s);
+    }
+    let mut previous = SigSet::empty();
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut previous))
+        .map_err(|e| LaunchError::Start(e.into()))?;
+    // std resets the signal mask in the child, so the engine gets signals as usual.
+    // `args` starts with the socket options already (render puts them there).
+    let spawned = image::bare_command(&c.engine).args(args).spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&previous), None);
+            return Err(LaunchError::Setup(format!(
+                "cannot run {}: {e}",
+                c.engine.program.display()
+            )));
+        }
+    };
+    let pid = child.id() as libc::pid_t;
+    if let Err(e) = start_gates(c, spec, name, &mut child, gates) {
+        // Fail closed: the gates this sandbox was planned with serve it, or it does not run.
+        let _ = image::command(&c.engine)
+            .args(["kill", name])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&previous), None);
+        return Err(e);
+    }
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Ok(status),
+            Ok(None) => {}
+            Err(e) => break Err(e),
+        }
+        // SAFETY: sigwaitinfo fills the siginfo it is given; the set is blocked.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let sig = unsafe { libc::sigwaitinfo(set.as_ref(), &mut info) };
+        if sig <= 0 || sig == libc::SIGCHLD {
+            continue;
+        }
+        // SAFETY: si_pid is valid for signals a process sent (SI_USER, SI_QUEUE).
+        let sender = unsafe { info.si_pid() };
+        if info.si_code <= 0 && sender != pid {
+            // SAFETY: a signal to our own child, still unreaped.
+            unsafe { libc::kill(pid, sig) };
+        }
+    };
+    let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&previous), None);
+    let status = status.map_err(LaunchError::Start)?;
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(ENGINE_FAILED), _) => Err(LaunchError::Setup(format!(
+            "{} could not run the container (exit {ENGINE_FAILED}); its message is above",
+            c.engine.program.display()
+        ))),
+        (Some(code), _) => Ok(Outcome::Exited(code)),
+        (None, Some(signal)) => Ok(Outcome::Signaled(signal)),
+        (None, None) => Err(LaunchError::Lost),
+    }
+}

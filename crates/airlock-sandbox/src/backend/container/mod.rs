@@ -1,0 +1,219 @@
+//! The container backend: podman or docker runs the sandbox from the same spec.
+//!
+//! The spec becomes the engine's `run` argv ([`render`]); the image is airlock's own empty root
+//! ([`image`]), so every file inside comes from the spec's binds, as with native. The engine
+//! makes the namespaces, drops every capability, sets no_new_privs and loads the seccomp profile
+//! airlock generates ([`seccomp`]); airlock's exec wrapper inside ([`exec`]) adds Landlock and
+//! airlock's own filter; the egress proxy's listener is made in the container's network
+//! namespace by the supervisor ([`egress`]). What an engine cannot do (the keeper, overlays,
+//! port forwards, a remote engine) is refused by [`Backend::unsupported`], never left out.
+
+mod egress;
+pub mod engine;
+pub mod exec;
+pub mod image;
+mod launch;
+pub mod render;
+pub mod seccomp;
+
+use std::path::{Path, PathBuf};
+
+use airlock_config::container::ContainerSettings;
+
+use super::{Backend, BackendKind, Gates, LaunchError, Outcome};
+use crate::spec::SandboxSpec;
+use engine::{Endpoint, Engine, EngineName};
+
+/// A resolved engine and the `[sandbox.container]` settings.
+pub struct Container {
+    engine: Engine,
+    settings: ContainerSettings,
+    exe: PathBuf,
+    /// The engine sockets on this machine a bind must never expose.
+    sockets: Vec<PathBuf>,
+}
+
+/// Resolves the engine: `[sandbox.container] engine`, else the one `CONTAINER_HOST` /
+/// `DOCKER_HOST` names, else podman when found, else docker. `find` looks a program up on
+/// trusted PATH entries; `var` reads the host's environment.
+pub fn resolve(
+    settings: &ContainerSettings,
+    find: &dyn Fn(&str) -> Option<PathBuf>,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<Container, String> {
+    let podman = find("podman");
+    let name = engine::choose_name(
+        settings.engine,
+        var("CONTAINER_HOST").as_deref(),
+        var("DOCKER_HOST").as_deref(),
+        podman.is_some(),
+    );
+    let program = match name {
+        EngineName::Podman => podman,
+        EngineName::Docker => find("docker"),
+    }
+    .ok_or_else(|| {
+        format!(
+            "the container backend needs {0}, which is not on PATH (outside the project and \
+             home); install it (as root: apt-get install {0}), set [sandbox.container] engine, \
+             or use --backend native",
+            name.as_str()
+        )
+    })?;
+    let endpoint = Endpoint::parse(var(Engine::host_variable(name)).as_deref());
+    let root = nix::unistd::geteuid().is_root();
+    let engine = Engine {
+        name,
+        program,
+        rootless: name == EngineName::Podman && !root,
+        endpoint,
+    };
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("cannot find the airlock binary for the container: {e}"))?;
+    let sockets = engine_sockets(
+        &engine,
+        var("XDG_RUNTIME_DIR").as_deref(),
+        var("HOME").as_deref(),
+    );
+    Ok(Container {
+        engine,
+        settings: settings.clone(),
+        exe,
+        sockets,
+    })
+}
+
+/// Where engines listen on this machine: the endpoint in use and the usual places.
+fn engine_sockets(engine: &Engine, runtime: Option<&str>, home: Option<&str>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = [
+        "/run/podman/podman.sock",
+        "/var/run/podman/podman.sock",
+        "/run/docker.sock",
+        "/var/run/docker.sock",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
+    if let Some(runtime) = runtime {
+        out.push(Path::new(runtime).join("podman/podman.sock"));
+        out.push(Path::new(runtime).join("docker.sock"));
+    }
+    if let Some(home) = home {
+        out.push(Path::new(home).join(".docker/run/docker.sock"));
+    }
+    if let Endpoint::LocalSocket(path) = &engine.endpoint {
+        out.push(path.clone());
+    }
+    out
+}
+
+/// `airlock doctor`'s row for the container backend: the engine found, its version, whether
+/// its API answers, and the refusals every launch with it has.
+pub fn doctor_row(container: Result<&Container, String>) -> crate::doctor::Check {
+    use crate::doctor::{Check, Status};
+    let c = match container {
+        Ok(c) => c,
+        Err(e) => {
+            return Check {
+                name: "backend container",
+                status: Status::Warn,
+                detail: e,
+                fix: Some("install podman (as root: apt-get install podman); only for --backend container".into()),
+            };
+        }
+    };
+    let e = &c.engine;
+    let place = match &e.endpoint {
+        Endpoint::Default => "this machine's default".to_owned(),
+        Endpoint::LocalSocket(path) => format!("the socket {}", path.display()),
+        Endpoint::Remote(url) => format!("{url} (remote: refused, see docs/backends.md)"),
+    };
+    match c.probe() {
+        Ok(version) if !matches!(e.endpoint, Endpoint::Remote(_)) => Check {
+            name: "backend container",
+            status: Status::Ok,
+            detail: format!(
+                "{} {version} at {place}, reachable{}; overlays and hidden files are refused \
+                 with it",
+                e.program.display(),
+                if e.rootless { ", rootless" } else { "" }
+            ),
+            fix: None,
+        },
+        Ok(version) => Check {
+            name: "backend container",
+            status: Status::Warn,
+            detail: format!("{} {version} at {place}", e.program.display()),
+            fix: Some(format!(
+                "point {} at a unix:// socket on this machine, or unset it",
+                Engine::host_variable(e.name)
+            )),
+        },
+        Err(why) => Check {
+            name: "backend container",
+            status: Status::Warn,
+            detail: format!("{} at {place} does not answer: {why}", e.program.display()),
+            fix: Some("start the engine, or check CONTAINER_HOST / DOCKER_HOST".into()),
+        },
+    }
+}
+
+impl Container {
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// `airlock doctor`'s answer: the engine's version, or why it cannot be reached.
+    pub fn probe(&self) -> Result<String, String> {
+        image::exists(&self.engine, "localhost/airlock-root:probe")?;
+        let mut cmd = image::command(&self.engine);
+        cmd.args(["version", "--format", "{{.Client.Version}}"]);
+        let out = cmd.output().map_err(|e| e.to_string())?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    fn plan<'a>(
+        &'a self,
+        spec: &SandboxSpec,
+        image: &'a str,
+        files: &'a render::SessionFiles,
+        name: &'a str,
+    ) -> render::Plan<'a> {
+        render::Plan {
+            engine: &self.engine,
+            image,
+            exe: &self.exe,
+            files,
+            name,
+            keep: self.settings.keep,
+            tty: launch::is_terminal() && !spec.argv.is_empty(),
+        }
+    }
+}
+
+impl Backend for Container {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Container
+    }
+
+    fn unsupported(&self, spec: &SandboxSpec) -> Vec<String> {
+        render::unsupported(spec, &self.engine, &self.sockets)
+    }
+
+    fn render(&self, spec: &SandboxSpec) -> Result<Option<Vec<String>>, String> {
+        let image = match &self.settings.image {
+            Some(image) => image.clone(),
+            None => image::own_tag(&render::image_symlinks(spec)),
+        };
+        let files = launch::session_files(spec);
+        let name = launch::container_name(spec);
+        let args = render::render(spec, &self.plan(spec, &image, &files, &name), &self.sockets)?;
+        let mut argv = vec![self.engine.program.display().to_string()];
+        argv.extend(args.iter().map(|a| a.to_string_lossy().into_owned()));
+        Ok(Some(argv))
+    }
+
+    fn launch(&self, spec: &SandboxSpec, gates: &mut dyn Gates) -> Result<Outcome, LaunchError> {
+        launch::run(self, spec, gates)
+    }
+}

@@ -1,0 +1,247 @@
+use super::*;
+use crate::backend::container::engine::Endpoint;
+
+fn spec() -> SandboxSpec {
+    serde_json::from_str(include_str!("../testdata/spec.json")).unwrap()
+}
+
+fn engine(name: EngineName, rootless: bool) -> Engine {
+    Engine {
+        name,
+        program: format!("/usr/bin/{}", name.as_str()).into(),
+        endpoint: Endpoint::Default,
+        rootless,
+    }
+}
+
+fn files() -> SessionFiles {
+    SessionFiles {
+        dir: "/home/dev/.local/share/airlock/sandboxes/proj-12345678/container/42".into(),
+    }
+}
+
+fn argv(spec: &SandboxSpec, engine: &Engine, keep: bool) -> Result<Vec<String>, String> {
+    let files = files();
+    let plan = Plan {
+        engine,
+        image: "localhost/airlock-root:0123456789ab",
+        exe: Path::new("/opt/airlock/bin/airlock"),
+        files: &files,
+        name: "airlock-proj-12345678-42",
+        keep,
+        tty: false,
+    };
+    let sockets = [PathBuf::from("/run/podman/podman.sock")];
+    render(spec, &plan, &sockets).map(|args| {
+        args.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    })
+}
+
+const S: &str = "/home/dev/.local/share/airlock/sandboxes/proj-12345678";
+
+/// The whole argv, exactly: a change to what the engine is told shows here.
+#[test]
+fn the_spec_renders_to_this_podman_argv() {
+    let got = argv(&spec(), &engine(EngineName::Podman, true), false).unwrap();
+    let c = format!("{S}/container/42");
+    let expected: Vec<String> = [
+        "run",
+        "--pull",
+        "never",
+        "--name",
+        "airlock-proj-12345678-42",
+        "--rm",
+        "--read-only",
+        "--log-driver",
+        "none",
+        "--read-only-tmpfs=false",
+        "--no-hosts",
+        "--passwd=false",
+        "--unsetenv-all",
+        "--network",
+        "none",
+        "--cap-drop",
+        "ALL",
+        "--security-opt",
+        "no-new-privileges",
+        "--security-opt",
+        &format!("seccomp={c}/seccomp.json"),
+        "--userns",
+        "keep-id",
+        "--user",
+        "1000:1000",
+        "--hostname",
+        "proj",
+        "--workdir",
+        "/home/dev/proj",
+        "--env-file",
+        &format!("{c}/env"),
+        "--memory",
+        "1073741824",
+        "--cpus",
+        "1.500",
+        "--pids-limit",
+        "256",
+        "--mount",
+        "type=tmpfs,dst=/sys,ro=true,tmpfs-mode=0755",
+        "--mount",
+        "type=bind,src=/usr,dst=/usr,ro=true",
+        "--mount",
+        "type=tmpfs,dst=/tmp,tmpfs-mode=1777,tmpfs-size=1048576",
+        "--mount",
+        "type=tmpfs,dst=/run,tmpfs-mode=1777,tmpfs-size=1048576",
+        "--mount",
+        "type=tmpfs,dst=/srv,ro=true,tmpfs-mode=0755",
+        "--mount",
+        &format!("type=bind,src={S}/home,dst=/home/dev"),
+        "--mount",
+        "type=bind,src=/home/dev/proj,dst=/home/dev/proj",
+        "--mount",
+        &format!("type=bind,src={c}/copy-0,dst=/etc/hosts"),
+        "--mount",
+        &format!("type=bind,src={c}/empty,dst=/home/dev/.netrc,ro=true"),
+        "--mount",
+        "type=bind,src=/home/dev/my dir,dst=/home/dev/my dir,ro=true",
+        "--mount",
+        "type=bind,src=/opt/airlock/bin/airlock,dst=/run/airlock/airlock-container-exec,ro=true",
+        "-i",
+        "localhost/airlock-root:0123456789ab",
+        "/run/airlock/airlock-container-exec",
+        "--writable=/home/dev/proj",
+        "--writable=/tmp",
+        "--",
+        "sh",
+        "-c",
+        "echo hi",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn docker_and_root_podman_get_the_users_ids_without_keep_id_and_a_kept_container_a_name() {
+    let docker = argv(&spec(), &engine(EngineName::Docker, false), true).unwrap();
+    assert!(
+        !docker
+            .iter()
+            .any(|a| a == "--userns" || a == "--no-hosts" || a == "--rm")
+    );
+    let at = docker.iter().position(|a| a == "--name").unwrap();
+    assert_eq!(docker[at + 1], "airlock-proj-12345678-42");
+    let at = docker.iter().position(|a| a == "--user").unwrap();
+    assert_eq!(docker[at + 1], "1000:1000");
+    let root = argv(&spec(), &engine(EngineName::Podman, false), false).unwrap();
+    assert!(!root.iter().any(|a| a == "--userns"));
+}
+
+#[test]
+fn host_network_is_the_engines_host_network_and_nested_namespaces_reach_the_wrapper() {
+    let mut spec = spec();
+    spec.network = NetworkMode::Host;
+    spec.seccomp.nested_namespaces = true;
+    let args = argv(&spec, &engine(EngineName::Podman, true), false).unwrap();
+    let at = args.iter().position(|a| a == "--network").unwrap();
+    assert_eq!(args[at + 1], "host");
+    assert!(args.iter().any(|a| a == "--nested-namespaces"));
+    assert!(!args.iter().any(|a| a.starts_with("--egress-port")));
+}
+
+#[test]
+fn proxy_mode_tells_the_wrapper_to_wait_for_the_proxy_port() {
+    let mut spec = spec();
+    spec.network = NetworkMode::Proxy;
+    let args = argv(&spec, &engine(EngineName::Podman, true), false).unwrap();
+    let at = args.iter().position(|a| a == "--network").unwrap();
+    assert_eq!(args[at + 1], "none");
+    let dashdash = args.iter().position(|a| a == "--").unwrap();
+    assert!(args[..dashdash].iter().any(|a| a == "--egress-port=3128"));
+}
+
+#[test]
+fn what_an_engine_cannot_honour_is_refused_naming_it_and_the_way_out() {
+    let e = engine(EngineName::Podman, true);
+    let no_sockets: [PathBuf; 0] = [];
+    let refused = |spec: &SandboxSpec| unsupported(spec, &e, &no_sockets).join("; ");
+    let mut proxy = spec();
+    proxy.network = NetworkMode::Proxy;
+    assert_eq!(refused(&proxy), "", "proxy mode is served (egress.rs)");
+    let mut overlay = spec();
+    overlay.mounts.push(MountOp::Overlay {
+        lower: "/home/dev/.claude".into(),
+        target: "/home/dev/.claude".into(),
+        upper: crate::spec::Upper::Throwaway,
+    });
+    let r = refused(&overlay);
+    assert!(
+        r.contains("/home/dev/.claude") && r.contains("--backend native"),
+        "{r}"
+    );
+    let mut hidden = spec();
+    hidden.hide.as_mut().unwrap().patterns = vec![".env".into(), ".env.*".into()];
+    let r = refused(&hidden);
+    assert!(
+        r.contains(".env, .env.*") && r.contains("hide_env_files = false"),
+        "{r}"
+    );
+    let mut comma = spec();
+    comma.mounts.push(MountOp::Bind {
+        source: "/srv/a,dst=/etc".into(),
+        target: "/srv/a,dst=/etc".into(),
+        writable: true,
+    });
+    let r = refused(&comma);
+    assert!(r.contains("\"/srv/a,dst=/etc\""), "{r}");
+    let mut covered = spec();
+    covered.mounts.push(MountOp::Tmpfs {
+        target: "/home/dev".into(),
+        writable: true,
+    });
+    let r = refused(&covered);
+    assert!(r.contains("mounts /home/dev over /home/dev/proj"), "{r}");
+    let mut newline = spec();
+    newline.env.insert("X".into(), "a\nFOO=b".into());
+    assert!(refused(&newline).contains("X has a newline"));
+    let mut remote = e.clone();
+    remote.endpoint = Endpoint::Remote("tcp://10.0.0.2:2375".into());
+    let r = unsupported(&spec(), &remote, &no_sockets).join("; ");
+    assert!(
+        r.contains("CONTAINER_HOST=tcp://10.0.0.2:2375") && r.contains("local engine"),
+        "{r}"
+    );
+    assert!(unsupported(&spec(), &e, &no_sockets).is_empty());
+}
+
+#[test]
+fn a_bind_that_holds_the_engines_socket_is_refused() {
+    let mut spec = spec();
+    spec.mounts.push(MountOp::Bind {
+        source: "/run/podman".into(),
+        target: "/srv/engine".into(),
+        writable: false,
+    });
+    let e = argv(&spec, &engine(EngineName::Podman, true), false).unwrap_err();
+    assert!(e.contains("/run/podman/podman.sock"), "{e}");
+}
+
+#[test]
+fn a_path_that_looks_like_an_option_stays_inside_its_mount_and_the_command_after_the_wrapper() {
+    let mut spec = spec();
+    spec.argv = vec!["--privileged".into()];
+    spec.mounts.push(MountOp::Bind {
+        source: "/srv/--privileged".into(),
+        target: "/srv/--privileged".into(),
+        writable: false,
+    });
+    let args = argv(&spec, &engine(EngineName::Podman, true), false).unwrap();
+    assert!(
+        args.iter()
+            .any(|a| a == "type=bind,src=/srv/--privileged,dst=/srv/--privileged,ro=true")
+    );
+    let dashdash = args.iter().position(|a| a == "--").unwrap();
+    assert_eq!(args[dashdash + 1..], ["--privileged"]);
+    assert!(!args[..dashdash].iter().any(|a| a == "--privileged"));
+}
