@@ -113,9 +113,12 @@ impl AirlockCli {
 
     /// The sessions of `r`: airlock lists them for its project, and the plugin started them.
     fn own_sessions(r: &SandboxRecord, sessions: &[SessionRow]) -> Vec<SessionRow> {
+        // airlock records the canonical project path; the record keeps the one it was given.
+        let project =
+            std::fs::canonicalize(&r.project).unwrap_or_else(|_| PathBuf::from(&r.project));
         sessions
             .iter()
-            .filter(|s| r.pids.contains(&s.pid) && s.project == Path::new(&r.project))
+            .filter(|s| r.pids.contains(&s.pid) && s.project == project)
             .cloned()
             .collect()
     }
@@ -458,3 +461,7 @@ fn ports_of(sessions: &[SessionRow]) -> Vec<PortMapping> {
         })
         .collect()
 }
+
+#[cfg(test)]
+#[path = "airlock_tests.rs"]
+mod tests;
