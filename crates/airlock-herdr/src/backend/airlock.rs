@@ -202,10 +202,12 @@ pub fn refuse_sbx_only(request: &CreateRequest) -> Result<()> {
 impl SandboxBackend for AirlockCli {
     fn list(&self) -> Result<Vec<SandboxInfo>> {
         let records = self.records.list()?;
-        if records.is_empty() {
-            return Ok(Vec::new());
-        }
-        let sessions = self.sessions()?;
+        // A record without a session pid cannot be running: airlock is asked only when one has.
+        let sessions = if records.iter().any(|r| !r.pids.is_empty()) {
+            self.sessions()?
+        } else {
+            Vec::new()
+        };
         Ok(records
             .iter()
             .map(|r| {
@@ -219,6 +221,24 @@ impl SandboxBackend for AirlockCli {
                 }
             })
             .collect())
+    }
+
+    fn find(&self, name: &str) -> Result<Option<SandboxInfo>> {
+        let Some(r) = self.records.load(name)? else {
+            return Ok(None);
+        };
+        let own = if r.pids.is_empty() {
+            Vec::new()
+        } else {
+            Self::own_sessions(&r, &self.sessions()?)
+        };
+        Ok(Some(SandboxInfo {
+            name: r.name.clone(),
+            status: Some(if own.is_empty() { "stopped" } else { "running" }.to_owned()),
+            agent: None,
+            workspaces: vec![r.local_path.clone()],
+            ports: ports_of(&own),
+        }))
     }
 
     fn create(&self, request: &CreateRequest) -> Result<Captured> {
