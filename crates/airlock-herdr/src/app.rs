@@ -5,12 +5,14 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::backend::SandboxBackend;
+use crate::backend::airlock::AirlockCli;
+use crate::backend::choose::choose;
 use crate::backend::sbx::SbxCli;
 use crate::config::{self, PluginConfig};
 use crate::context::{self, InvocationContext, PLUGIN_ID};
 use crate::error::{PluginError, Result};
 use crate::herdr::HerdrCli;
-use crate::store::Store;
+use crate::store::{BackendKind, PaneMapping, Store};
 
 /// Where the plugin's files are, plus the process environment herdr gave it.
 #[derive(Debug, Clone)]
@@ -86,10 +88,49 @@ impl App {
         SbxCli::resolve(config.sbx_bin.as_deref())
     }
 
-    /// The sandbox backend every other action drives. Docker Sandboxes today; airlock's own
-    /// sandbox is meant to slot in here as a second implementation.
+    /// The backend new sandboxes get (config.json's `backend`, else the default rule).
     pub fn backend(&self, config: &PluginConfig) -> Result<Box<dyn SandboxBackend>> {
-        Ok(Box::new(self.sbx(config)?))
+        self.backend_kind(config, choose(config).kind)
+    }
+
+    /// The backend that made `m`'s sandbox: the mapping's record wins over the config, so a
+    /// config change never points a mapping at another backend's sandbox of the same name.
+    pub fn backend_of(
+        &self,
+        config: &PluginConfig,
+        m: &PaneMapping,
+    ) -> Result<Box<dyn SandboxBackend>> {
+        self.backend_kind(config, m.backend.unwrap_or(BackendKind::Sbx))
+    }
+
+    /// The backend for actions over many mappings: the one they (and new sandboxes) share, or both.
+    pub fn backend_for_all(
+        &self,
+        config: &PluginConfig,
+        mappings: &[PaneMapping],
+    ) -> Result<Box<dyn SandboxBackend>> {
+        let airlock = |m: &PaneMapping| m.backend == Some(BackendKind::Airlock);
+        if mappings.is_empty() || mappings.iter().all(|m| !airlock(m)) {
+            return self.backend(config);
+        }
+        if mappings.iter().all(airlock) {
+            return self.backend_kind(config, BackendKind::Airlock);
+        }
+        Ok(Box::new(crate::backend::mixed::Mixed {
+            sbx: self.backend_kind(config, BackendKind::Sbx)?,
+            airlock: AirlockCli::new(&self.self_exe, self.store.root())?,
+        }))
+    }
+
+    pub fn backend_kind(
+        &self,
+        config: &PluginConfig,
+        kind: BackendKind,
+    ) -> Result<Box<dyn SandboxBackend>> {
+        Ok(match kind {
+            BackendKind::Sbx => Box::new(self.sbx(config)?),
+            BackendKind::Airlock => Box::new(AirlockCli::new(&self.self_exe, self.store.root())?),
+        })
     }
 
     pub fn herdr(&self) -> Result<HerdrCli> {

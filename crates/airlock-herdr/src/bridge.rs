@@ -86,7 +86,10 @@ fn run_inner(
         if let Some(bin) = paths.sbx_bin {
             config.sbx_bin = Some(bin.display().to_string());
         }
-        let backend = app.backend(&config)?;
+        let backend = match store.load(pane)? {
+            Some(m) => app.backend_of(&config, &m)?,
+            None => app.backend(&config)?,
+        };
         Ok((config, backend))
     })();
     let (config, backend) = match setup {

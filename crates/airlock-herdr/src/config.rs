@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::agents::{self, Agent, CustomAgent};
 use crate::error::{PluginError, Result};
-use crate::store::WorkspaceMode;
+use crate::store::{BackendKind, WorkspaceMode};
 
 /// Where start-agent splits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -54,6 +54,8 @@ pub struct PluginConfig {
     pub report_agent_status: bool,
     pub sandbox_name_prefix: String,
     pub cleanup_on_worktree_removed: bool,
+    /// `"airlock"` or `"sbx"`; unset: sbx when it is installed and signed in, else airlock.
+    pub backend: Option<BackendKind>,
 }
 
 impl Default for PluginConfig {
@@ -82,6 +84,7 @@ impl Default for PluginConfig {
             report_agent_status: true,
             sandbox_name_prefix: "herdr".to_owned(),
             cleanup_on_worktree_removed: true,
+            backend: None,
         }
     }
 }

@@ -63,7 +63,7 @@ fn handle(app: &App) -> Result<(serde_json::Map<String, Value>, bool)> {
         fields.insert("confirmed".into(), Value::Null);
         return Ok((fields, true));
     }
-    let backend = app.backend(&config)?;
+    let backend = app.backend_for_all(&config, &targets)?;
     let sbx: &dyn SandboxBackend = backend.as_ref();
     let herdr = app.herdr()?;
     let confirmed = actions::confirm_batch(app, &herdr, &targets, "worktree.removed")?;

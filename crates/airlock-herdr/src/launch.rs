@@ -30,7 +30,11 @@ pub fn bridge_command(
         .map(|l| ("HERDR_AGENT", l))
         .into_iter()
         .collect();
-    let sbx = app.sbx(config).ok().map(|s| s.bin);
+    // The sbx this action resolved, for an sbx mapping; an airlock mapping runs this binary.
+    let sbx = match m.backend {
+        Some(crate::store::BackendKind::Airlock) => None,
+        _ => app.sbx(config).ok().map(|s| s.bin),
+    };
     pane_command(
         &env,
         &app.bridge_argv(mode, pane, Some(launch_id), sbx.as_deref()),

@@ -62,6 +62,24 @@ pub enum WorkspaceMode {
     Clone,
 }
 
+/// Which sandbox runs a mapping's agent: Docker Sandboxes, or airlock's own (`airlock run`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    #[default]
+    Sbx,
+    Airlock,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Sbx => "sbx",
+            BackendKind::Airlock => "airlock",
+        }
+    }
+}
+
 impl WorkspaceMode {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -151,6 +169,10 @@ pub struct PaneMapping {
     pub shells: Vec<ShellOwner>,
     #[serde(default)]
     pub deletion: Option<DeletionClaim>,
+    /// The backend that made the sandbox; absent means sbx (mappings written before there was a
+    /// choice), so a config change never points a mapping at another backend's sandbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendKind>,
 }
 
 impl PaneMapping {
@@ -248,5 +270,6 @@ pub(crate) fn sample(pane: &str) -> PaneMapping {
         bridge: None,
         shells: vec![],
         deletion: None,
+        backend: None,
     }
 }

@@ -81,7 +81,9 @@ pub fn prepare(
             None => run_setup(store, config, backend, &m, &agent, script, log)?,
         }
     }
-    verify_agent(store, config, backend, &m, &agent)?;
+    if backend.probes_agent() {
+        verify_agent(store, config, backend, &m, &agent)?;
+    }
     store.modify(pane, |m| {
         m.lifecycle_state = LifecycleState::Prepared;
         Ok(())
@@ -110,8 +112,12 @@ fn create_or_reuse(
         ));
         return Ok(true);
     }
+    let what = match backend.kind() {
+        crate::store::BackendKind::Sbx => "Docker Sandbox",
+        crate::store::BackendKind::Airlock => "airlock sandbox",
+    };
     log(&format!(
-        "Creating Docker Sandbox {} for {} (agent {}, {} mode)...",
+        "Creating {what} {} for {} (agent {}, {} mode)...",
         m.sandbox_name,
         m.local_path,
         agent.sbx_agent,

@@ -93,7 +93,7 @@ pub fn process_owns(pid: u32, token: &str, role: &str, pane: Option<&str>) -> bo
 }
 
 /// The outcome of a captured CLI call.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Captured {
     /// The exit code; `None` when killed by a signal (including our timeout).
     pub code: Option<i32>,

@@ -34,7 +34,7 @@ pub fn run(app: &App) -> Result<Outcome> {
             ),
         ));
     }
-    let backend = app.backend(&config)?;
+    let backend = app.backend_of(&config, &m)?;
     let sbx: &dyn SandboxBackend = backend.as_ref();
     // What the listing says is recorded: gone is `missing`; a mapping marked missing whose
     // sandbox exists is `created` (starting it for a fetch does not make it connectable).
@@ -77,7 +77,7 @@ pub fn run(app: &App) -> Result<Outcome> {
         }
     }
     if transport == "bundle" {
-        fetch_bundle(sbx, &m, repo, &refspec)?;
+        fetch_bundle(sbx, &m, repo)?;
     }
     let branches = fetched_branches(repo, &remote)?;
     let plans: Vec<(Value, bool)> = branches
@@ -121,29 +121,23 @@ pub fn run(app: &App) -> Result<Outcome> {
     Ok(out)
 }
 
-fn fetch_bundle(
-    sbx: &dyn SandboxBackend,
-    m: &PaneMapping,
-    repo: &Path,
-    refspec: &str,
-) -> Result<()> {
-    let inside = format!("/tmp/airlock-fetch-{}.bundle", proc::random_hex(6));
+fn fetch_bundle(sbx: &dyn SandboxBackend, m: &PaneMapping, repo: &Path) -> Result<()> {
+    let inside = sbx.scratch_file(
+        &m.sandbox_name,
+        &format!(".airlock-fetch-{}.bundle", proc::random_hex(6)),
+    )?;
+    let checkout = sbx.checkout_path(&m.sandbox_name, &m.local_path)?;
+    let (selection, refspec) = sbx.bundle_refs(&sandbox_remote(&m.sandbox_name));
+    let mut argv: Vec<String> = ["git", "-C", &checkout, "bundle", "create", &inside]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    argv.extend(selection);
     let create = ExecRequest {
         name: m.sandbox_name.clone(),
         workdir: None,
         env: Vec::new(),
-        argv: [
-            "git",
-            "-C",
-            &m.local_path,
-            "bundle",
-            "create",
-            &inside,
-            "--branches",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect(),
+        argv,
     };
     let out = sbx.exec(&create, false)?;
     if !out.success() {
@@ -172,7 +166,7 @@ fn fetch_bundle(
                 "fetch",
                 "--no-tags",
                 &host_file.display().to_string(),
-                refspec,
+                &refspec,
             ],
             "fetching from the bundle",
         )

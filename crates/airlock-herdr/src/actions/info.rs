@@ -13,7 +13,7 @@ pub fn run(app: &App) -> Result<Outcome> {
     let config = app.config()?;
     let m = super::target_mapping(app)?;
     let agent = config.agent(&m.agent_kind)?;
-    let backend = app.backend(&config)?;
+    let backend = app.backend_of(&config, &m)?;
     let sbx: &dyn SandboxBackend = backend.as_ref();
     // The listing and the port query are independent sbx calls: run them side by side, and keep
     // the ports only when the sandbox is listed.

@@ -71,7 +71,7 @@ pub fn list_rows(
 pub fn run(app: &App) -> Result<Outcome> {
     let config = app.config()?;
     let mappings = app.store.list()?;
-    let sbx = app.backend(&config);
+    let sbx = app.backend_for_all(&config, &mappings);
     let herdr = app.herdr().ok();
     let (rows, mut sandbox_error, _) = list_rows(&mappings, sbx.as_deref().ok(), herdr.as_ref());
     // A backend that could not even be resolved says why (sbx missing), not "not available".

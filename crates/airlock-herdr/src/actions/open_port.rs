@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use crate::app::{App, Outcome};
 use crate::backend::SandboxBackend;
 use crate::error::{PluginError, Result};
+use crate::store::{BackendKind, PaneMapping};
 
 /// Parses `airlock://<sandbox>/<port>`.
 pub fn parse_link(url: &str) -> Result<(String, u16)> {
@@ -38,31 +39,47 @@ pub fn run(app: &App) -> Result<Outcome> {
         .filter(|u| !u.is_empty());
     // A link names any sandbox a mapping still tracks (one it replaced included); text an agent
     // prints cannot name anything else.
-    let (name, wanted): (String, Option<u16>) = match &clicked {
+    let (name, wanted, owner): (String, Option<u16>, PaneMapping) = match &clicked {
         Some(url) => {
             let (name, port) = parse_link(url)?;
-            let tracked = app
+            let owner = app
                 .store
                 .list()?
-                .iter()
-                .any(|m| m.tracked_names().contains(&name));
-            if !tracked {
+                .into_iter()
+                .find(|m| m.tracked_names().contains(&name));
+            let Some(owner) = owner else {
                 return Err(PluginError::target(format!(
                     "{name} is not a sandbox this plugin created; the link is ignored."
                 )));
-            }
-            (name, Some(port))
+            };
+            (name, Some(port), owner)
         }
-        None => (super::target_mapping(app)?.sandbox_name, None),
+        None => {
+            let m = super::target_mapping(app)?;
+            (m.sandbox_name.clone(), None, m)
+        }
     };
-    let backend = app.backend(&config)?;
+    let backend = app.backend_of(&config, &owner)?;
+    let airlock = owner.backend == Some(BackendKind::Airlock);
+    // airlock forwards ports into a running session; a stopped one has none.
+    let airlock_hint = |port: &str| {
+        format!(
+            "{name} has no port {port} forwarded into a running session. While the agent runs, run \"airlock forward --sandbox <its sandbox in airlock sessions> {port}\", or add the port to publish in config.json"
+        )
+    };
     let sbx: &dyn SandboxBackend = backend.as_ref();
     let ports = sbx.ports(&name)?;
     let port = match wanted {
         Some(w) => ports.iter().find(|p| p.sandbox_port == w).copied().ok_or_else(|| {
+            if airlock {
+                return PluginError::target(format!("{}.", airlock_hint(&w.to_string())));
+            }
             PluginError::target(format!("Port {w} is not published by {}; publish it with sbx ports {} --publish {w}.", name, name))
         })?,
         None => ports.first().copied().ok_or_else(|| {
+            if airlock {
+                return PluginError::target(format!("{}.", airlock_hint("PORT")));
+            }
             PluginError::target(format!("{} publishes no ports. Add one to publish in config.json or run sbx ports {} --publish PORT.", name, name))
         })?,
     };

@@ -34,7 +34,10 @@ pub fn run(app: &App) -> Result<Outcome> {
         true,
     )?;
     let _ = herdr.rename_pane(&pane, &format!("airlock shell {}", &m.sandbox_name));
-    let sbx = app.sbx(&config).ok().map(|s| s.bin);
+    let sbx = match m.backend {
+        Some(crate::store::BackendKind::Airlock) => None,
+        _ => app.sbx(&config).ok().map(|s| s.bin),
+    };
     // The shell records the mapping's pane on its command line; it registers itself when it starts.
     herdr.run_in_pane(
         &pane,

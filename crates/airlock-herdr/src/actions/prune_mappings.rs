@@ -38,10 +38,10 @@ fn pane_ids(herdr: &HerdrCli, why: &str) -> Result<HashSet<String>> {
 
 pub fn run(app: &App) -> Result<Outcome> {
     let config = app.config()?;
-    let backend = app.backend(&config)?;
+    let mappings = app.store.list()?;
+    let backend = app.backend_for_all(&config, &mappings)?;
     let sbx: &dyn SandboxBackend = backend.as_ref();
     let herdr = app.herdr()?;
-    let mappings = app.store.list()?;
     // Both listings must be readable: an unreadable one never means "gone".
     let sandboxes: HashSet<String> = sbx
         .list()

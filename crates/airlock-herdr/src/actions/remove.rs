@@ -55,7 +55,7 @@ pub fn forget(app: &App) -> Result<Outcome> {
     let herdr = app.herdr()?;
     let target = target::resolve(app, &herdr)?;
     target::refuse_focused_agent(app, &target, "delete the sandbox")?;
-    let backend = app.backend(&config)?;
+    let backend = app.backend_of(&config, &target.mapping)?;
     let (deleted, _) = confirmed_destroy(app, &herdr, backend.as_ref(), &target, "forget-mapping")?;
     let m = &target.mapping;
     drop_mapping(app, &m.pane_id)?;
@@ -99,7 +99,9 @@ pub fn replace(app: &App) -> Result<Outcome> {
     }
     shell_quote(&m.local_path)?;
     let workdir = replacement_workdir(&m);
-    let backend = app.backend(&config)?;
+    let backend = app.backend_of(&config, &m)?;
+    // The replacement gets the configured backend, as it gets the configured agent and mode.
+    let fresh_kind = crate::backend::choose::choose(&config).kind;
     let (deleted, pane_exists) =
         confirmed_destroy(app, &herdr, backend.as_ref(), &target, "replace-sandbox")?;
     let fresh_name = sandbox_name(
@@ -139,6 +141,7 @@ pub fn replace(app: &App) -> Result<Outcome> {
         cur.sbx_agent = agent.sbx_agent.clone();
         cur.workdir = workdir.clone();
         cur.workspace_mode = config.workspace_mode;
+        cur.backend = (fresh_kind == crate::store::BackendKind::Airlock).then_some(fresh_kind);
         cur.lifecycle_state = LifecycleState::Provisional;
         cur.setup_script_ran_at = None;
         cur.last_error = None;

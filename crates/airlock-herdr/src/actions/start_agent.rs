@@ -2,22 +2,37 @@
 
 use crate::agents::Agent;
 use crate::app::{App, Outcome};
+use crate::backend::airlock::refuse_sbx_only;
+use crate::backend::choose::choose;
 use crate::config::{OpenIn, PaneDirection, PluginConfig};
 use crate::context::{MountRoot, mount_root};
 use crate::error::{PluginError, Result};
 use crate::herdr::HerdrCli;
 use crate::launch::bridge_command;
 use crate::naming::{pane_command, pane_label, sandbox_name, shell_quote};
+use crate::prepare::create_request;
 use crate::proc;
-use crate::store::{LifecycleState, MAPPING_VERSION, PaneMapping};
+use crate::store::{BackendKind, LifecycleState, MAPPING_VERSION, PaneMapping};
 
 pub fn run(app: &App) -> Result<Outcome> {
     let config = app.config()?;
     let ctx = app.context()?;
     let root = mount_root(&ctx, &app.home)?;
     let agent = config.agent(&config.agent_kind)?;
+    let kind = choose(&config).kind;
+    if kind == BackendKind::Airlock {
+        // Keys only sbx understands would silently not apply: refused before a pane opens.
+        let probe = PaneMapping {
+            local_path: root.local_path.clone(),
+            ..new_mapping("", "probe-name", None, &agent, &root, &config, None)
+        };
+        refuse_sbx_only(&create_request(&config, &probe, &agent))?;
+    }
     // Refuse a path the pane shell cannot quote before anything is created.
-    let sbx_bin = app.sbx(&config).ok().map(|s| s.bin);
+    let sbx_bin = match kind {
+        BackendKind::Sbx => app.sbx(&config).ok().map(|s| s.bin),
+        BackendKind::Airlock => None,
+    };
     pane_command(
         &[],
         &app.bridge_argv("start", "probe", Some("0"), sbx_bin.as_deref()),
@@ -25,7 +40,7 @@ pub fn run(app: &App) -> Result<Outcome> {
     shell_quote(&root.local_path)?;
     // sbx must answer (daemon up, signed in) before a pane opens: otherwise the pane would only
     // show the failure, and the mapping would stay provisional.
-    app.backend(&config)?.check()?;
+    app.backend_kind(&config, kind)?.check()?;
     let herdr = app.herdr()?;
     let source = app.focused_pane()?;
     let workspace = app.workspace()?;
@@ -49,7 +64,7 @@ pub fn run(app: &App) -> Result<Outcome> {
         let _ = herdr.close_pane(&pane);
         return Err(e);
     }
-    let fresh = new_mapping(
+    let mut fresh = new_mapping(
         &pane,
         &name,
         workspace,
@@ -58,6 +73,7 @@ pub fn run(app: &App) -> Result<Outcome> {
         &config,
         source.clone(),
     );
+    fresh.backend = (kind == BackendKind::Airlock).then_some(kind);
     let previous = app.store.update(&pane, |slot| {
         let mut m = fresh;
         if let Some(stale) = slot.as_ref() {
@@ -114,6 +130,7 @@ pub fn run(app: &App) -> Result<Outcome> {
         .field("workdir", root.workdir.clone())
         .field("workspaceMode", config.workspace_mode.as_str())
         .field("openIn", open_in)
+        .field("backend", kind.as_str())
         .field("previousSandboxNames", previous)
         .line(format!(
             "Starting {} in pane {pane}: sandbox {name} for {}.",
@@ -176,5 +193,6 @@ fn new_mapping(
         bridge: None,
         shells: Vec::new(),
         deletion: None,
+        backend: None,
     }
 }

@@ -18,7 +18,7 @@ pub fn run(app: &App) -> Result<Outcome> {
         herdr.get_pane(&m.pane_id)?
     };
     lifecycle::guard_idle(&m, pane.as_ref(), true)?;
-    let backend = app.backend(&config)?;
+    let backend = app.backend_of(&config, &m)?;
     let sbx: &dyn SandboxBackend = backend.as_ref();
     match sbx.stop(&m.sandbox_name) {
         Ok(()) => {}

@@ -1,6 +1,11 @@
 //! The sandbox backend behind the plugin: create / exec / attach / stop / remove / list / ports /
-//! copy. Docker Sandboxes (`sbx`) is the first implementation; airlock's own sandbox comes later.
+//! copy. Two implementations: Docker Sandboxes (`sbx`) and airlock's own sandbox (`airlock run`);
+//! `choose` picks one for config.json's `backend`.
 
+pub mod airlock;
+pub mod airlock_record;
+pub mod choose;
+pub mod mixed;
 pub mod sbx;
 pub mod sbx_parse;
 
@@ -92,4 +97,29 @@ pub trait SandboxBackend: Send + Sync {
     /// Whether the backend answers at all (daemon reachable, signed in): what start-agent checks
     /// before it opens a pane. A failure is classified like any other call.
     fn check(&self) -> Result<()>;
+    /// Where the mapping's checkout is inside the sandbox (clone mode: sbx keeps the host path).
+    fn checkout_path(&self, name: &str, local_path: &str) -> Result<String> {
+        let _ = name;
+        Ok(local_path.to_owned())
+    }
+    /// A path inside the sandbox for a file the host copies out afterwards.
+    fn scratch_file(&self, name: &str, file: &str) -> Result<String> {
+        let _ = name;
+        Ok(format!("/tmp/{file}"))
+    }
+    /// What a fetch-changes bundle carries: `git bundle create` arguments selecting the refs, and
+    /// the refspec that maps them under `refs/remotes/<remote>/` on the host.
+    fn bundle_refs(&self, remote: &str) -> (Vec<String>, String) {
+        (
+            vec!["--branches".to_owned()],
+            format!("+refs/heads/*:refs/remotes/{remote}/*"),
+        )
+    }
+    /// Whether preparing a sandbox probes for the agent's program inside it first.
+    fn probes_agent(&self) -> bool {
+        true
+    }
+    fn kind(&self) -> crate::store::BackendKind {
+        crate::store::BackendKind::Sbx
+    }
 }

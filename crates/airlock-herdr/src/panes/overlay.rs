@@ -62,9 +62,9 @@ pub fn run(app: &App) -> i32 {
     std::thread::spawn(move || {
         loop {
             let config = worker_app.config().unwrap_or_default();
-            let sbx = worker_app.backend(&config).ok();
-            let herdr = worker_app.herdr().ok();
             let mappings = worker_app.store.list().unwrap_or_default();
+            let sbx = worker_app.backend_for_all(&config, &mappings).ok();
+            let herdr = worker_app.herdr().ok();
             let (rows, err, _) = list_rows(&mappings, sbx.as_deref(), herdr.as_ref());
             if rows_tx.send((rows, err.map(|e| e.message))).is_err() {
                 return;

@@ -102,6 +102,9 @@ pub struct PruneOptions {
     /// Select all but the `keep` most recently used sandboxes (one without `last-used` counts as
     /// the least recent; ties go by name).
     pub keep: Option<usize>,
+    /// Select only sandboxes of these names (e.g. the one state root a tool of airlock's own
+    /// created); empty: no restriction by name.
+    pub names: Vec<String>,
     /// Report what would be removed, remove nothing.
     pub dry_run: bool,
 }
@@ -109,7 +112,11 @@ pub struct PruneOptions {
 impl PruneOptions {
     /// Whether any selecting filter is set.
     pub fn has_filter(&self) -> bool {
-        self.orphaned || self.older_than.is_some() || self.all || self.keep.is_some()
+        self.orphaned
+            || self.older_than.is_some()
+            || self.all
+            || self.keep.is_some()
+            || !self.names.is_empty()
     }
 }
 
@@ -151,7 +158,8 @@ pub fn prune(
     let kept = most_recently_used(&dirs, options.keep.unwrap_or(0));
     for (name, dir) in dirs {
         let first = inspect(&dir);
-        if kept.contains(&name) || !first.selected_by(options, SystemTime::now()) {
+        let named = options.names.is_empty() || options.names.contains(&name);
+        if !named || kept.contains(&name) || !first.selected_by(options, SystemTime::now()) {
             continue;
         }
         let (lock_path, lock) = open_name_lock(locks_dir, &name)?;
@@ -434,6 +442,23 @@ mod tests {
         assert_eq!(results[0].action, PruneAction::Removed);
         assert!(!old_dir.exists());
         assert!(new_dir.is_dir());
+    }
+
+    #[test]
+    fn prune_by_name_removes_only_that_root() {
+        let f = Fixture::new();
+        let (a, b) = (f.project("a"), f.project("b"));
+        for p in [&a, &b] {
+            f.open(p).close(false).unwrap();
+        }
+        let results = f.prune(PruneOptions {
+            names: vec![sandbox_name(&a)],
+            ..PruneOptions::default()
+        });
+        let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, [sandbox_name(&a)]);
+        assert_eq!(results[0].action, PruneAction::Removed);
+        assert!(f.sandboxes.join(sandbox_name(&b)).is_dir());
     }
 
     #[test]

@@ -46,6 +46,9 @@ pub struct PruneArgs {
     /// Spare the N most recently used sandboxes and select the rest (with another filter, both must hold)
     #[arg(long, value_name = "N", value_parser = parse_keep)]
     pub keep: Option<usize>,
+    /// Select only the sandbox named NAME (repeatable; with another filter, both must hold)
+    #[arg(long = "name", value_name = "NAME")]
+    pub names: Vec<String>,
     /// Show what would be removed, remove nothing
     #[arg(long)]
     pub dry_run: bool,
@@ -166,11 +169,13 @@ pub fn prune(paths: &XdgPaths, args: &PruneArgs) -> anyhow::Result<()> {
         older_than: args.older_than,
         all: args.all,
         keep: args.keep,
+        names: args.names.clone(),
         dry_run: args.dry_run,
     };
     if !options.has_filter() {
         bail!(
-            "prune needs a filter: pass --orphaned, --older-than DUR (e.g. 30d), --keep N or --all; \
+            "prune needs a filter: pass --orphaned, --older-than DUR (e.g. 30d), --keep N, --name NAME \
+             or --all; \
              add --dry-run to see what would go"
         );
     }

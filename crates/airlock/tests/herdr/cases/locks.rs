@@ -39,6 +39,7 @@ fn seed(state: &Path) {
                 bridge: None,
                 shells: vec![],
                 deletion: None,
+                backend: None,
             });
             Ok(())
         })

@@ -37,6 +37,8 @@ pub fn doctor() -> Outcome {
         "{}",
         run.show()
     );
+    // The sbx backend named: a failing sbx is reported, not replaced by airlock's sandbox.
+    w.write_config(json!({"backend": "sbx"}));
     w.set("FAKE_SBX_DAEMON", "down");
     let run = w.action("doctor", json!({}));
     check!(

@@ -1,5 +1,7 @@
 //! The cases, grouped by concern. Each builds its own [`World`](crate::world::World).
 
+pub mod airlock_attack;
+pub mod airlock_backend;
 pub mod bad_input;
 pub mod deletion;
 pub mod flow;
@@ -18,6 +20,31 @@ use crate::world::Outcome;
 pub type Case = (&'static str, fn() -> Outcome);
 
 pub const CASES: &[Case] = &[
+    ("airlock_backend_mount_flow", airlock_backend::mount_flow),
+    (
+        "airlock_backend_default_follows_sbx",
+        airlock_attack::default_follows_sbx_and_doctor_says_why,
+    ),
+    (
+        "airlock_backend_attack_tampered_name_deletes_nothing_outside",
+        airlock_attack::a_tampered_sandbox_name_deletes_nothing_outside,
+    ),
+    (
+        "airlock_backend_attack_tampered_record_and_links",
+        airlock_attack::a_tampered_record_is_refused_and_links_are_not_followed,
+    ),
+    (
+        "airlock_backend_attack_stop_signals_only_listed_sessions",
+        airlock_attack::stop_signals_only_sessions_airlock_lists,
+    ),
+    (
+        "airlock_backend_attack_typed_paths_are_quoted",
+        airlock_attack::paths_typed_into_a_pane_are_quoted,
+    ),
+    (
+        "airlock_backend_clone_flow_fetches_a_commit_made_inside",
+        airlock_backend::clone_flow_fetches_a_commit_made_inside,
+    ),
     (
         "deletion_popup_closed_without_an_answer",
         deletion::popup_closed_without_an_answer,

@@ -301,6 +301,9 @@ pub fn failed_rehome_closes_the_extra_pane() -> Outcome {
 pub fn start_agent_checks_sbx_first() -> Outcome {
     let mut w = World::new();
     let repo = w.git_repo("repo");
+    // The original has only sbx; without a backend key airlock would fall back to its own sandbox
+    // (see airlock_backend_default_follows_sbx).
+    w.write_config(json!({"backend": "sbx"}));
     for (knob, value, kind) in [
         ("FAKE_SBX_DAEMON", "down", "daemon"),
         (
