@@ -252,7 +252,7 @@ fn prune_flags_that_make_no_sense_are_refused() {
     let out = run(&h, &["sandboxes", "prune"]);
     assert_eq!(out.status.code(), Some(125), "{}", report(&out));
     assert!(
-        stderr(&out).contains("--keep N or --all"),
+        stderr(&out).contains("--keep N, --name NAME or --all"),
         "{}",
         report(&out)
     );
