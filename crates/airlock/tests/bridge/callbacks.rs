@@ -14,12 +14,22 @@ use std::time::{Duration, Instant};
 use crate::harness::{World, wait_for};
 use crate::sandbox::{run_in_sandbox_with, sandbox_works, text};
 
+/// A port nothing listens on now, below the kernel's ephemeral range (32768 and up), so another
+/// test's outgoing connection cannot take it between this check and the forward's bind.
 fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let seed = std::process::id()
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+    loop {
+        let n = seed.wrapping_add(NEXT.fetch_add(7919, Ordering::Relaxed));
+        let port = 20_000 + (n % 12_000) as u16;
+        if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// `%XX` decoding of a query value.
