@@ -13,6 +13,7 @@ use super::cgroup::Cgroup;
 use super::child::{self, ChildPlan};
 use super::creds::{self, DroppedGroups};
 use super::notify::Listener;
+use super::report::Report;
 use super::sys::{self, Cloned};
 use super::tty::{RawMode, Relay, TtyPlan};
 use crate::spec::SandboxSpec;
@@ -363,10 +364,7 @@ fn supervise(
     }
     let sfd = SignalFd::with_flags(&handled, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
         .map_err(|e| LaunchError::Start(e.into()))?;
-    let mut report = Report {
-        index: index.map(Into::into),
-        ..Report::default()
-    };
+    let mut report = Report::new(index);
     let mut relay: Option<Relay> = None;
     let mut listener: Option<Listener> = None;
     let raw = terminal.as_ref().is_some_and(|t| t.raw.is_some());
@@ -495,138 +493,6 @@ fn push<'a>(
 ) -> Option<usize> {
     fds.push(PollFd::new(fd, events));
     Some(fds.len() - 1)
-}
-
-/// What the sandbox reported on the launch socket.
-#[derive(Default)]
-struct Report {
-    error: Option<String>,
-    stopped: Option<String>,
-    outcome: Option<Outcome>,
-    listener: Option<std::net::TcpListener>,
-    /// The keeper's inotify instance, held so that its teardown happens off the exit path.
-    watches: Option<OwnedFd>,
-    /// The master of the sandbox's pty, for the relay.
-    tty: Option<OwnedFd>,
-    /// The listener of the workload's seccomp filter (refused namespace calls).
-    seccomp: Option<OwnedFd>,
-    /// Where the keeper's index goes (the state root), when it runs.
-    index: Option<std::path::PathBuf>,
-    index_failed: bool,
-    /// The receive buffer, allocated once (it is large enough for the keeper's index).
-    buf: Vec<u8>,
-}
-
-/// A message from the sandbox's init, for the host's terminal: it can name paths the workload
-/// chose, so control characters are escaped.
-fn from_sandbox(bytes: &[u8]) -> String {
-    airlock_config::printable(&String::from_utf8_lossy(bytes))
-}
-
-/// The largest message on the launch socket (the keeper's index is the big one).
-const MESSAGE_CAP: usize = super::keeper::INDEX_MESSAGE_CAP + 4096;
-
-impl Report {
-    /// Reads one message; false once the socket has nothing more to give.
-    fn read(&mut self, sock: &OwnedFd) -> bool {
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.resize(MESSAGE_CAP, 0);
-        let more = self.read_into(sock, &mut buf);
-        self.buf = buf;
-        more
-    }
-
-    fn read_into(&mut self, sock: &OwnedFd, buf: &mut [u8]) -> bool {
-        use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
-        let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 1]);
-        let mut iov = [std::io::IoSliceMut::new(buf)];
-        let (n, passed) = match recvmsg::<()>(
-            sock.as_raw_fd(),
-            &mut iov,
-            Some(&mut cmsg),
-            MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC,
-        ) {
-            Ok(msg) if msg.bytes == 0 => return false,
-            Ok(msg) => {
-                let mut passed = None;
-                if let Ok(cmsgs) = msg.cmsgs() {
-                    for c in cmsgs {
-                        if let ControlMessageOwned::ScmRights(fds) = c {
-                            passed = fds.first().copied();
-                        }
-                    }
-                }
-                (msg.bytes, passed)
-            }
-            Err(_) => return false,
-        };
-        let code = |b: &[u8]| {
-            b.get(..4)
-                .and_then(|b| b.try_into().ok())
-                .map(i32::from_le_bytes)
-        };
-        match buf[0] {
-            b'E' if self.error.is_none() => self.error = Some(from_sandbox(&buf[1..n])),
-            b'N' => {
-                // SAFETY: as for 'L' below: SCM_RIGHTS just installed it, we own it.
-                self.watches =
-                    passed.map(|fd| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
-            }
-            b'T' => {
-                // SAFETY: as for 'L' below.
-                self.tty =
-                    passed.map(|fd| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
-            }
-            b'U' => {
-                // SAFETY: as for 'L' below.
-                self.seccomp =
-                    passed.map(|fd| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
-            }
-            b'F' => self.stopped = Some(from_sandbox(&buf[1..n])),
-            b'W' => eprintln!("airlock: warning: {}", from_sandbox(&buf[1..n])),
-            b'H' => self.write_index(&buf[1..n]),
-            b'X' => self.outcome = code(&buf[1..n]).map(Outcome::Exited),
-            b'S' => self.outcome = code(&buf[1..n]).map(Outcome::Signaled),
-            b'L' => {
-                // SAFETY: SCM_RIGHTS just installed this descriptor in our table; we own it now.
-                self.listener = passed.map(|fd| unsafe {
-                    <std::net::TcpListener as std::os::fd::FromRawFd>::from_raw_fd(fd)
-                });
-            }
-            _ => {}
-        }
-        true
-    }
-
-    fn write_index(&mut self, body: &[u8]) {
-        let Some(path) = &self.index else {
-            return;
-        };
-        if let Err(e) = crate::hide::write_index(path, body)
-            && !std::mem::replace(&mut self.index_failed, true)
-        {
-            eprintln!(
-                "airlock: warning: cannot record the hidden files in {}: {e}; the next launch \
-                 finds them again by walking the project",
-                path.display()
-            );
-        }
-    }
-
-    fn outcome(mut self) -> Result<Outcome, LaunchError> {
-        if let Some(watches) = self.watches.take() {
-            // Closing it here would wait out an RCU grace period (~15 ms) on the way out.
-            let _ = sys::close_detached(watches);
-        }
-        if let Some(stopped) = self.stopped {
-            return Err(LaunchError::Stopped(stopped));
-        }
-        match (self.error, self.outcome) {
-            (Some(error), _) => Err(LaunchError::Setup(error)),
-            (None, Some(outcome)) => Ok(outcome),
-            (None, None) => Err(LaunchError::Lost),
-        }
-    }
 }
 
 fn wait_pidfd(pidfd: &OwnedFd) {

@@ -19,6 +19,7 @@ pub mod landlock;
 pub(crate) mod launch;
 mod net;
 mod notify;
+mod report;
 pub(crate) mod rootfs;
 pub mod seccomp;
 pub mod stage;
