@@ -7,6 +7,7 @@ pub mod modes;
 pub mod netlog;
 pub mod ports;
 pub mod tmux;
+pub mod users;
 
 use std::fs;
 use std::path::{Path, PathBuf};

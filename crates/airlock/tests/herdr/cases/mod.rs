@@ -22,6 +22,10 @@ pub type Case = (&'static str, fn() -> Outcome);
 pub const CASES: &[Case] = &[
     ("airlock_backend_mount_flow", airlock_backend::mount_flow),
     (
+        "airlock_backend_mount_flow_as_the_unprivileged_user",
+        airlock_backend::mount_flow_as_the_unprivileged_user,
+    ),
+    (
         "airlock_backend_default_follows_sbx",
         airlock_attack::default_follows_sbx_and_doctor_says_why,
     ),
