@@ -2,6 +2,7 @@
 
 pub mod airlock_attack;
 pub mod airlock_backend;
+pub mod airlock_report;
 pub mod bad_input;
 pub mod deletion;
 pub mod flow;
@@ -24,6 +25,10 @@ pub const CASES: &[Case] = &[
     (
         "airlock_backend_mount_flow_as_the_unprivileged_user",
         airlock_backend::mount_flow_as_the_unprivileged_user,
+    ),
+    (
+        "airlock_backend_agent_reports_reach_herdr_only_for_its_own_pane",
+        airlock_report::agent_reports_reach_herdr_only_for_its_own_pane,
     ),
     (
         "airlock_backend_default_follows_sbx",
