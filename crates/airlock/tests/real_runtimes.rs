@@ -7,32 +7,11 @@ mod common;
 
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
+use common::test_tools::{cached, install};
 use common::{TestHome, report, sandbox_starts, stdout, write};
-
-/// A real binary from the test-tools cache, or why the test skips.
-fn cached(name: &str) -> Option<PathBuf> {
-    let dir = std::env::var("AIRLOCK_TEST_TOOLS")
-        .unwrap_or_else(|_| "/var/cache/airlock-test-tools".to_owned());
-    let path = Path::new(&dir).join(name);
-    if path.is_file() {
-        Some(path)
-    } else {
-        eprintln!(
-            "skipped: no {name} binary in {dir} (scripts/test fetches bun, deno and uv there as root)"
-        );
-        None
-    }
-}
-
-/// Copies `binary` to `to` (a real file, as the installers leave it), executable.
-fn install(binary: &Path, to: &Path) {
-    fs::create_dir_all(to.parent().expect("parent")).expect("dirs");
-    fs::copy(binary, to).expect("copy binary");
-    fs::set_permissions(to, fs::Permissions::from_mode(0o755)).expect("chmod");
-}
 
 /// `airlock run --network none -- sh -c <script>` with `PATH` = `path`.
 fn inside(h: &TestHome, path: &str, script: &str) -> std::process::Output {

@@ -6,6 +6,7 @@ pub mod egress;
 pub mod modes;
 pub mod netlog;
 pub mod ports;
+pub mod test_tools;
 pub mod tmux;
 pub mod users;
 

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 /// The image every test container runs.
 pub const IMAGE: &str = "localhost/airlock-test-busybox:latest";
 
-const CONTAINERS_CONF: &str = "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", \"nproc=32768:32768\"]\n[engine]\nruntime = \"runc\"\n";
+/// The settings podman needs here (see above); tests that run the container backend use it too.
+pub const CONTAINERS_CONF: &str = "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", \"nproc=32768:32768\"]\n[engine]\nruntime = \"runc\"\n";
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
