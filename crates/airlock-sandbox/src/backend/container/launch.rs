@@ -41,6 +41,9 @@ pub(super) fn run(
     spec: &SandboxSpec,
     gates: &mut dyn Gates,
 ) -> Result<Outcome, LaunchError> {
+    if matches!(c.engine.endpoint, super::engine::Endpoint::Remote(_)) {
+        return super::remote::run(c, spec, gates);
+    }
     let refused = c.unsupported(spec);
     if !refused.is_empty() {
         return Err(LaunchError::Plan(refused.join("; ")));
@@ -160,7 +163,7 @@ fn start_gates(
     }
 }
 
-fn write_files(spec: &SandboxSpec, files: &SessionFiles) -> std::io::Result<()> {
+pub(super) fn write_files(spec: &SandboxSpec, files: &SessionFiles) -> std::io::Result<()> {
     let _ = std::fs::remove_dir_all(&files.dir);
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -198,7 +201,7 @@ fn write_files(spec: &SandboxSpec, files: &SessionFiles) -> std::io::Result<()> 
 /// Runs the engine in the foreground, starts the gates, waits for it. Signals sent to airlock
 /// alone (not by the terminal, which signals the engine too) are passed on to the engine, which
 /// passes them to the container.
-fn run_engine(
+pub(super) fn run_engine(
     c: &Container,
     spec: &SandboxSpec,
     name: &str,

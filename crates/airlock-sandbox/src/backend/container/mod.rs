@@ -13,6 +13,7 @@ pub mod engine;
 pub mod exec;
 pub mod image;
 mod launch;
+pub mod remote;
 pub mod render;
 pub mod seccomp;
 
@@ -197,10 +198,37 @@ impl Backend for Container {
     }
 
     fn unsupported(&self, spec: &SandboxSpec) -> Vec<String> {
-        render::unsupported(spec, &self.engine, &self.sockets)
+        match self.engine.endpoint {
+            Endpoint::Remote(_) => remote::unsupported(spec, &self.engine),
+            _ => render::unsupported(spec, &self.sockets),
+        }
     }
 
     fn render(&self, spec: &SandboxSpec) -> Result<Option<Vec<String>>, String> {
+        if let Endpoint::Remote(_) = self.engine.endpoint {
+            let refused = remote::unsupported(spec, &self.engine);
+            if !refused.is_empty() {
+                return Err(refused.join("; "));
+            }
+            let image = self
+                .settings
+                .image
+                .clone()
+                .unwrap_or_else(|| "<[sandbox.container] image>".into());
+            let name = launch::container_name(spec);
+            let args = remote::render::create(
+                spec,
+                &self.engine,
+                &image,
+                &name,
+                &format!("{name}-project"),
+                &launch::session_files(spec),
+                false,
+            );
+            let mut argv = vec![self.engine.program.display().to_string()];
+            argv.extend(args);
+            return Ok(Some(argv));
+        }
         let image = match &self.settings.image {
             Some(image) => image.clone(),
             None => image::own_tag(&render::image_symlinks(spec)),

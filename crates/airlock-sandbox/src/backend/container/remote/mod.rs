@@ -1,0 +1,397 @@
+//! A remote engine (`CONTAINER_HOST` / `DOCKER_HOST` = `tcp://…`, `ssh://…`): the project is
+//! synced, not bound, since that engine's machine has none of this machine's files.
+//!
+//! Before anything is created: the spec is checked ([`unsupported`]) and the configured image
+//! must be in that engine's store. Then a volume for the project, the container created
+//! ([`render::create`]), the project sent into it as a tar ([`send`]) and airlock's exec wrapper
+//! beside it, the container started attached. At its end, whatever its status, the container's
+//! project comes back as a tar unpacked as data ([`receive`]) and is applied to the host project
+//! ([`apply`]); its `.git` is handed to the gates (the git tool's fetch: branches and objects
+//! only). Then the container and the volume are removed (`keep` keeps both).
+
+mod apply;
+mod receive;
+pub mod render;
+pub mod send;
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use super::engine::{Endpoint, Engine};
+use super::{Container, image, launch};
+use crate::native::{Gates, LaunchError, Outcome};
+use crate::spec::{MountOp, SandboxSpec, Upper};
+
+/// Where airlock's exec wrapper is copied in the container's (read-only) root.
+pub const EXEC_PATH: &str = "/.airlock/airlock-container-exec";
+
+/// The engine's URL, for messages.
+fn url(engine: &Engine) -> String {
+    match &engine.endpoint {
+        Endpoint::Remote(url) => format!("{}={url}", Engine::host_variable(engine.name)),
+        _ => "this machine's engine".into(),
+    }
+}
+
+/// What a remote engine cannot honour in `spec`, one sentence each (see docs/backends.md).
+pub fn unsupported(spec: &SandboxSpec, engine: &Engine) -> Vec<String> {
+    let mut out = Vec::new();
+    let at = url(engine);
+    if spec.network != airlock_config::NetworkMode::None {
+        out.push(format!(
+            "the container backend on a remote engine ({at}) has no network but none: the \
+             egress proxy and its allowlist need the container's network namespace on this \
+             machine, and network = \"{}\" would give the container that machine's network \
+             unfiltered; use --network none (or [sandbox] network = \"none\"), or a local engine \
+             for the allowlisted network",
+            spec.network.as_str()
+        ));
+    }
+    if !spec.ports.forwards.is_empty() {
+        out.push(format!(
+            "the container backend on a remote engine ({at}) cannot forward ports \
+             ([[network.ports]], --publish); drop the forwards, or use --backend native"
+        ));
+    }
+    let project = &spec.project;
+    let inside = |p: &Path| p.starts_with(project) && p != project.as_path();
+    for op in &spec.mounts {
+        let problem = match op {
+            MountOp::Overlay { target, upper, .. } if inside(target) => {
+                let git_layer =
+                    matches!(upper, Upper::Owned { .. }) && *target == project.join(".git");
+                (!git_layer).then(|| format!("an overlay at {}", target.display()))
+            }
+            MountOp::Bind { source, target, .. } if inside(target) && source != target => Some(
+                format!("{} bound at {}", source.display(), target.display()),
+            ),
+            MountOp::Tmpfs { target, .. } if inside(target) => {
+                Some(format!("a tmpfs at {}", target.display()))
+            }
+            MountOp::CopyFile { target, .. } if inside(target) => {
+                Some(format!("a copy of a host file at {}", target.display()))
+            }
+            _ => None,
+        };
+        if let Some(what) = problem {
+            out.push(format!(
+                "the container backend on a remote engine ({at}) syncs the project as it is on \
+                 this machine, and this sandbox puts {what} inside it; remove that mount, or use a \
+                 local engine or --backend native"
+            ));
+        }
+    }
+    let names: Vec<&Path> = [project.as_path(), spec.cwd.as_path()]
+        .into_iter()
+        .chain(render::tmpfs_targets(spec))
+        .chain(render::home(spec))
+        .collect();
+    let bad: Vec<String> = names
+        .iter()
+        .filter(|p| super::render::unmountable(p))
+        .map(|p| format!("{p:?}"))
+        .collect();
+    if !bad.is_empty() {
+        out.push(format!(
+            "the container backend cannot name {} in an engine's --mount (a comma or a control \
+             character); rename it or use --backend native",
+            bad.join(", ")
+        ));
+    }
+    out
+}
+
+/// The image a remote launch runs: `[sandbox.container] image`, which must be in that engine's
+/// store (airlock's own image is an empty root over this machine's `/usr`).
+fn remote_image(c: &Container) -> Result<String, String> {
+    let at = url(&c.engine);
+    let Some(image) = c.settings.image.as_deref() else {
+        return Err(format!(
+            "the container backend on a remote engine ({at}) needs [sandbox.container] image = \
+             \"…\" naming a system image in that engine's store (airlock's own image is an empty \
+             root over this machine's /usr, which that machine cannot see); build or import one \
+             there ({} build / import) and set the key",
+            c.engine.name.as_str()
+        ));
+    };
+    match image::exists(&c.engine, image) {
+        Ok(true) => Ok(image.to_owned()),
+        Ok(false) => Err(format!(
+            "the image {image:?} ([sandbox.container] image) is not in the store of the remote \
+             engine {at}, and airlock never pulls; build or import it there, or name an image \
+             that engine has"
+        )),
+        Err(e) => Err(format!("the remote engine {at} does not answer: {e}")),
+    }
+}
+
+/// What of the project is not sent (and never written back): the spec's hide rules, the
+/// keeper's known paths, masks inside the project; pins are sent with their content.
+fn exclusions(spec: &SandboxSpec) -> Result<send::Exclusions, String> {
+    let project = &spec.project;
+    let rel = |p: &Path| p.strip_prefix(project).ok().map(Path::to_path_buf);
+    let mut paths = Vec::new();
+    let mut substitutes = BTreeMap::new();
+    let mut patterns = Vec::new();
+    if let Some(hide) = &spec.hide {
+        patterns = hide.patterns.clone();
+        paths.extend(hide.known.iter().map(|k| k.path.clone()));
+        for pin in &hide.pins {
+            if let Some(r) = rel(&pin.target) {
+                substitutes.insert(r, pin.source.clone());
+            }
+        }
+    }
+    for op in &spec.mounts {
+        if let MountOp::MaskFile { target } = op
+            && let Some(r) = rel(target)
+        {
+            paths.push(r);
+        }
+    }
+    // The git layer's sanitised config, written by the git tool before the launch.
+    if let Some((_, target, dir)) = spec.owned_layer()
+        && target == project.join(".git")
+    {
+        let config = dir.join("upper/config");
+        if config.is_file() {
+            substitutes.insert(PathBuf::from(".git/config"), config);
+        }
+    }
+    Ok(send::Exclusions {
+        rules: crate::hide::Rules::new(&patterns)?,
+        paths,
+        substitutes,
+    })
+}
+
+/// Paths inside the project the spec mounts read-only onto themselves: sent, never written back.
+fn read_only(spec: &SandboxSpec) -> Vec<PathBuf> {
+    spec.mounts
+        .iter()
+        .filter_map(|op| match op {
+            MountOp::Bind {
+                source,
+                target,
+                writable: false,
+            } if source == target => target
+                .strip_prefix(&spec.project)
+                .ok()
+                .map(Path::to_path_buf),
+            _ => None,
+        })
+        .filter(|r| !r.as_os_str().is_empty())
+        .collect()
+}
+
+/// The engine command of a remote launch, its output captured, its status checked.
+fn engine(c: &Container, args: &[&str], stdin: Option<&[u8]>) -> Result<Vec<u8>, String> {
+    let mut cmd = image::command(&c.engine);
+    cmd.args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", c.engine.program.display()))?;
+    if let (Some(body), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        let _ = pipe.write_all(body);
+    }
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} {} failed on {}: {}",
+            c.engine.name.as_str(),
+            args.first().copied().unwrap_or(""),
+            url(&c.engine),
+            airlock_config::printable(String::from_utf8_lossy(&out.stderr).trim())
+        ));
+    }
+    Ok(out.stdout)
+}
+
+/// The whole remote launch.
+pub(super) fn run(
+    c: &Container,
+    spec: &SandboxSpec,
+    gates: &mut dyn Gates,
+) -> Result<Outcome, LaunchError> {
+    let refused = unsupported(spec, &c.engine);
+    if !refused.is_empty() {
+        return Err(LaunchError::Plan(refused.join("; ")));
+    }
+    let image = remote_image(c).map_err(LaunchError::Setup)?;
+    let ex = exclusions(spec).map_err(LaunchError::Plan)?;
+    let files = launch::session_files(spec);
+    launch::write_files(spec, &files)
+        .map_err(|e| LaunchError::Setup(format!("cannot write {}: {e}", files.dir.display())))?;
+    let name = launch::container_name(spec);
+    let volume = format!("{name}-project");
+    let tty = launch::is_terminal() && !spec.argv.is_empty();
+    let result = (|| {
+        engine(c, &["volume", "create", &volume], None).map_err(LaunchError::Setup)?;
+        let args = render::create(spec, &c.engine, &image, &name, &volume, &files, tty);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        engine(c, &args, None).map_err(LaunchError::Setup)?;
+        let sent = send_in(c, spec, &ex, &name).map_err(LaunchError::Setup)?;
+        let mut start = c.engine.global_args();
+        start.extend([
+            "start".into(),
+            "--attach".into(),
+            "--interactive".into(),
+            name.clone(),
+        ]);
+        let start: Vec<std::ffi::OsString> = start.into_iter().map(Into::into).collect();
+        let outcome = launch::run_engine(c, spec, &name, &start, gates);
+        // Whatever the workload's end: its work comes back.
+        let back = bring_back(c, spec, &ex, &name, &files.dir.join("back"), &sent, gates);
+        match (outcome, back) {
+            (Ok(o), Ok(())) => Ok(o),
+            (Err(e), _) => Err(e),
+            (Ok(_), Err(e)) => Err(LaunchError::Setup(e)),
+        }
+    })();
+    if !files.dir.join("back").exists() {
+        let _ = std::fs::remove_dir_all(&files.dir);
+    }
+    if c.settings.keep {
+        eprintln!(
+            "airlock: kept the container {name} and its volume {volume} on {} ({} rm {name}; \
+             {} volume rm {volume} removes them)",
+            url(&c.engine),
+            c.engine.name.as_str(),
+            c.engine.name.as_str()
+        );
+    } else {
+        let _ = engine(c, &["rm", "--force", &name], None);
+        let _ = engine(c, &["volume", "rm", "--force", &volume], None);
+    }
+    result
+}
+
+/// Sends the project (and the exec wrapper) into the created container.
+fn send_in(
+    c: &Container,
+    spec: &SandboxSpec,
+    ex: &send::Exclusions,
+    name: &str,
+) -> Result<send::Sent, String> {
+    let dest = format!("{name}:{}", spec.project.display());
+    let mut child = image::command(&c.engine)
+        .args(["cp", "-", &dest])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", c.engine.program.display()))?;
+    let pipe = child.stdin.take().expect("piped");
+    let sent = send::write_project(&spec.project, ex, spec.uid, spec.gid, pipe);
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} cp of the project into {name} failed on {}: {}",
+            c.engine.name.as_str(),
+            url(&c.engine),
+            airlock_config::printable(String::from_utf8_lossy(&out.stderr).trim())
+        ));
+    }
+    let sent = sent?;
+    let exe = std::fs::read(&c.exe).map_err(|e| format!("cannot read {}: {e}", c.exe.display()))?;
+    let mut wrapper = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_mode(0o755);
+    h.set_size(exe.len() as u64);
+    wrapper
+        .append_data(&mut h, EXEC_PATH.trim_start_matches('/'), &exe[..])
+        .and_then(|()| wrapper.finish())
+        .map_err(|e| format!("cannot pack the exec wrapper: {e}"))?;
+    let body = wrapper.into_inner().map_err(|e| e.to_string())?;
+    engine(c, &["cp", "-", &format!("{name}:/")], Some(&body))?;
+    Ok(sent)
+}
+
+/// Copies the container's project back as data and applies it; the `.git` staged goes to the
+/// gates (the git tool's fetch) when the spec has the git layer.
+fn bring_back(
+    c: &Container,
+    spec: &SandboxSpec,
+    ex: &send::Exclusions,
+    name: &str,
+    staging: &Path,
+    sent: &send::Sent,
+    gates: &mut dyn Gates,
+) -> Result<(), String> {
+    let _ = crate::state::remove_tree(staging);
+    let source = format!("{name}:{}/.", spec.project.display());
+    let mut cmd = image::command(&c.engine);
+    cmd.args(["cp", &source, "-"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", c.engine.program.display()))?;
+    let stdout = child.stdout.take().expect("piped");
+    let unpacked = receive::unpack(stdout, staging, receive::Caps::DEFAULT);
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let where_ = format!("the container {name} on {}", url(&c.engine));
+    if !out.status.success() {
+        return Err(format!(
+            "cannot copy the project back from {where_}: {}; nothing was applied",
+            airlock_config::printable(String::from_utf8_lossy(&out.stderr).trim())
+        ));
+    }
+    let dropped = unpacked?;
+    for line in &dropped {
+        eprintln!("airlock: not brought back from the container: {line}");
+    }
+    let read_only = read_only(spec);
+    let guard = |rel: &Path| -> Option<&'static str> {
+        if rel.components().any(|c| c.as_os_str() == ".git") {
+            Some("git metadata (commits come back through git fetch)")
+        } else if ex.hidden(rel) {
+            Some("hidden by the spec")
+        } else if read_only.iter().any(|r| rel.starts_with(r)) {
+            Some("read-only in the spec")
+        } else {
+            None
+        }
+    };
+    let applied = apply::apply(&spec.project, staging, sent, &guard)?;
+    for (path, why) in &applied.refused {
+        eprintln!("airlock: not brought back: {} ({why})", path.display());
+    }
+    for (path, why) in &applied.kept {
+        eprintln!(
+            "airlock: left as it is on this machine: {} ({why})",
+            path.display()
+        );
+    }
+    let git_layer = spec
+        .owned_layer()
+        .is_some_and(|(_, target, _)| target == spec.project.join(".git"));
+    if git_layer {
+        for line in gates.bring_back_git(&staging.join(".git")) {
+            eprintln!("airlock: {line}");
+        }
+    }
+    if applied.kept.is_empty() {
+        let _ = crate::state::remove_tree(staging);
+    } else {
+        eprintln!(
+            "airlock: the container's copy is kept in {}",
+            staging.display()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
