@@ -103,18 +103,24 @@ pub fn unsupported(spec: &SandboxSpec, engine: &Engine) -> Vec<String> {
     out
 }
 
+/// Why a remote launch without `[sandbox.container] image` is refused (before anything is made).
+pub fn no_image(engine: &Engine) -> String {
+    format!(
+        "the container backend on a remote engine ({}) needs [sandbox.container] image = \"…\" \
+         naming a system image in that engine's store (airlock's own image is an empty root over \
+         this machine's /usr, which that machine cannot see); build or import one there ({} \
+         build / import) and set the key",
+        url(engine),
+        engine.name.as_str()
+    )
+}
+
 /// The image a remote launch runs: `[sandbox.container] image`, which must be in that engine's
 /// store (airlock's own image is an empty root over this machine's `/usr`).
 fn remote_image(c: &Container) -> Result<String, String> {
     let at = url(&c.engine);
     let Some(image) = c.settings.image.as_deref() else {
-        return Err(format!(
-            "the container backend on a remote engine ({at}) needs [sandbox.container] image = \
-             \"…\" naming a system image in that engine's store (airlock's own image is an empty \
-             root over this machine's /usr, which that machine cannot see); build or import one \
-             there ({} build / import) and set the key",
-            c.engine.name.as_str()
-        ));
+        return Err(no_image(&c.engine));
     };
     match image::exists(&c.engine, image) {
         Ok(true) => Ok(image.to_owned()),

@@ -53,15 +53,9 @@ pub fn create(
     a.push("--read-only".into());
     opt(&mut a, "--log-driver", "none".into());
     if engine.name == EngineName::Podman {
-        a.extend(
-            [
-                "--read-only-tmpfs=false",
-                "--no-hosts",
-                "--passwd=false",
-                "--unsetenv-all",
-            ]
-            .map(String::from),
-        );
+        // Not `--passwd=false`: podman's remote client has no such flag (4.3); the engine may add
+        // a line naming the user to the image's /etc/passwd, in the container's own layer.
+        a.extend(["--read-only-tmpfs=false", "--no-hosts", "--unsetenv-all"].map(String::from));
     }
     opt(&mut a, "--network", "none".into());
     opt(&mut a, "--cap-drop", "ALL".into());
@@ -127,9 +121,11 @@ pub fn create(
     if spec.seccomp.nested_namespaces {
         a.push("--nested-namespaces".into());
     }
-    // Landlock over what exists there: the project, the home, the writable tmpfs.
+    // Landlock over what exists there: the project, the home, the writable tmpfs, the
+    // engine's /dev (its null, zero, tty, ...).
     let there = |p: &Path| {
-        p.starts_with(&spec.project)
+        p.starts_with("/dev")
+            || p.starts_with(&spec.project)
             || home(spec).is_some_and(|h| p.starts_with(h))
             || spec
                 .mounts

@@ -68,6 +68,13 @@ pub fn write_project(
         gid,
         sent: Sent::new(),
     };
+    // The root first, so the volume's top is the user's and an empty project is still a tar
+    // (an engine refuses a stream of no entries).
+    let st = stat(root.as_fd()).map_err(|e| format!("cannot stat {}: {e}", project.display()))?;
+    let mut h = w.header(tar::EntryType::Directory, st.st_mode, st.st_mtime as u64);
+    w.tar
+        .append_data(&mut h, ".", io::empty())
+        .map_err(|e| format!("cannot send the project {}: {e}", project.display()))?;
     w.dir(root.as_fd(), Path::new(""), 0)
         .map_err(|e| format!("cannot send the project {}: {e}", project.display()))?;
     w.tar

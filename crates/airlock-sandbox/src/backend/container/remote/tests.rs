@@ -52,7 +52,6 @@ fn the_spec_renders_to_this_remote_create_argv() {
         "none",
         "--read-only-tmpfs=false",
         "--no-hosts",
-        "--passwd=false",
         "--unsetenv-all",
         "--network",
         "none",

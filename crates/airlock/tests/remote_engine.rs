@@ -1,0 +1,391 @@
+//! The container backend on a remote engine, end to end: a real `podman system service` on
+//! `tcp://127.0.0.1:PORT` (podman's remote API, which sees none of the client's binds) stands in
+//! for another machine; the image is a minimal rootfs (static busybox, the host's git and the
+//! libraries it and airlock's wrapper link) imported through that API, no registry.
+//!
+//! Each attack has its control: what is sent (hidden files, a planted link's target), what comes
+//! back (files, deletions, commits as `airlock/<branch>`) and what must not (a container's
+//! `core.fsmonitor` and hooks, links, FIFOs, setuid bits), the clear errors, and nothing left on
+//! the engine. podman runs as root here; elsewhere every case skips with the reason.
+
+mod common;
+
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{TestHome, report, stderr, stdout, write};
+
+const CONTAINERS_CONF: &str = "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", \"nproc=32768:32768\"]\n[engine]\nruntime = \"runc\"\n";
+const IMAGE: &str = "localhost/airlock-remote-test:1";
+
+/// A podman API service on a TCP port of its own, with the test image imported through it.
+struct Remote {
+    child: Child,
+    url: String,
+    conf: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Remote {
+    /// The engine, or `None` (printed: why) when it cannot run here.
+    fn start() -> Option<Remote> {
+        let why = if !nix::unistd::geteuid().is_root() {
+            Some("podman's engine runs as root on these machines".to_owned())
+        } else {
+            [
+                "/usr/bin/podman",
+                "/bin/busybox",
+                "/usr/bin/git",
+                "/usr/bin/ldd",
+            ]
+            .iter()
+            .find(|p| !Path::new(p).exists())
+            .map(|p| format!("{p} is missing (scripts/test installs it)"))
+        };
+        if let Some(why) = why {
+            eprintln!("skipped: {why}");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("containers.conf");
+        write(&conf, CONTAINERS_CONF);
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("tcp://127.0.0.1:{port}");
+        let child = Command::new("/usr/bin/podman")
+            .env("CONTAINERS_CONF", &conf)
+            .args(["system", "service", "--time=0", &url])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("podman system service");
+        let remote = Remote {
+            child,
+            url,
+            conf,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                eprintln!("skipped: the podman service did not listen on {port} in 20 s");
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        remote.import_image();
+        Some(remote)
+    }
+
+    fn podman(&self, args: &[&str]) -> Output {
+        Command::new("/usr/bin/podman")
+            .env("CONTAINERS_CONF", &self.conf)
+            .args(["--remote", "--url", &self.url])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// busybox and its applets in /bin, git in /usr/bin, the libraries of git and airlock.
+    fn import_image(&self) {
+        let root = self._dir.path().join("rootfs");
+        for d in ["bin", "usr/bin", "tmp", "etc"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        std::fs::copy("/bin/busybox", root.join("bin/busybox")).unwrap();
+        let list = Command::new("/bin/busybox").arg("--list").output().unwrap();
+        for applet in String::from_utf8_lossy(&list.stdout).lines() {
+            let _ = std::os::unix::fs::symlink("busybox", root.join("bin").join(applet));
+        }
+        std::fs::copy("/usr/bin/git", root.join("usr/bin/git")).unwrap();
+        for binary in ["/usr/bin/git", common::AIRLOCK] {
+            let ldd = Command::new("/usr/bin/ldd").arg(binary).output().unwrap();
+            for lib in String::from_utf8_lossy(&ldd.stdout)
+                .split_whitespace()
+                .filter(|w| w.starts_with('/'))
+            {
+                let to = root.join(lib.trim_start_matches('/'));
+                std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+                std::fs::copy(lib, &to).unwrap();
+            }
+        }
+        let tar = Command::new("tar")
+            .arg("-C")
+            .arg(&root)
+            .args(["-cf", "-", "."])
+            .output()
+            .unwrap();
+        assert!(tar.status.success());
+        let mut import = Command::new("/usr/bin/podman")
+            .env("CONTAINERS_CONF", &self.conf)
+            .args(["--remote", "--url", &self.url, "import", "-", IMAGE])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        import.stdin.take().unwrap().write_all(&tar.stdout).unwrap();
+        assert!(import.wait().unwrap().success(), "podman import");
+    }
+
+    /// `airlock run` of `script` on this engine, with `extra` flags before `--`.
+    fn run(&self, h: &TestHome, extra: &[&str], script: &str) -> Output {
+        let mut args = vec!["run"];
+        args.extend(extra);
+        args.extend(["--", "sh", "-c", script]);
+        self.run_env(h, &self.url, &args)
+    }
+
+    fn run_env(&self, h: &TestHome, url: &str, args: &[&str]) -> Output {
+        h.airlock(args)
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("SHELL", "/bin/sh")
+            .env("CONTAINERS_CONF", &self.conf)
+            .env("AIRLOCK_BACKEND", "container")
+            .env("CONTAINER_HOST", url)
+            .output()
+            .expect("spawn airlock")
+    }
+
+    /// The containers and volumes of the sandbox of `h` left on the engine.
+    fn left(&self, h: &TestHome) -> String {
+        let prefix = format!(
+            "airlock-{}-",
+            h.project.file_name().unwrap().to_string_lossy()
+        );
+        let ps = self.podman(&["ps", "-a", "--format", "{{.Names}}"]);
+        let vols = self.podman(&["volume", "ls", "--format", "{{.Name}}"]);
+        format!("{}{}", stdout(&ps), stdout(&vols))
+            .lines()
+            .filter(|l| l.starts_with(&prefix))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn image_config(h: &TestHome, more: &str) {
+    h.config(&format!("[sandbox.container]\nimage = \"{IMAGE}\"\n{more}"));
+}
+
+#[test]
+fn the_project_goes_in_without_hidden_files_and_its_changes_come_back() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    let h = TestHome::new("home/code/app-sync");
+    image_config(&h, "");
+    write(&h.project.join("a.txt"), "before\n");
+    write(&h.project.join("del.txt"), "delete me\n");
+    write(&h.project.join("sub/keep.txt"), "kept\n");
+    write(&h.project.join(".env"), "API_KEY=host-secret\n");
+    write(&h.root.join("secret"), "TOP-SECRET\n");
+    std::os::unix::fs::symlink(h.root.join("secret"), h.project.join("leak")).unwrap();
+    let script = "cat .env 2>/dev/null || echo NO-ENV; cat leak 2>/dev/null || echo NO-LEAK; \
+                  echo after > a.txt; rm del.txt; echo new > sub/new.txt; \
+                  echo API_KEY=from-container > .env; exit 3";
+    let out = remote.run(&h, &["--network", "none"], script);
+    assert_eq!(out.status.code(), Some(3), "{}", report(&out));
+    let seen = stdout(&out);
+    assert!(
+        seen.contains("NO-ENV") && seen.contains("NO-LEAK"),
+        "{}",
+        report(&out)
+    );
+    assert!(
+        !seen.contains("host-secret") && !seen.contains("TOP-SECRET"),
+        "{seen}"
+    );
+    let read = |p: &str| std::fs::read_to_string(h.project.join(p)).ok();
+    assert_eq!(
+        read("a.txt").as_deref(),
+        Some("after\n"),
+        "{}",
+        report(&out)
+    );
+    assert_eq!(read("del.txt"), None, "{}", report(&out));
+    assert_eq!(read("sub/new.txt").as_deref(), Some("new\n"));
+    assert_eq!(read("sub/keep.txt").as_deref(), Some("kept\n"));
+    // The hidden file is never overwritten; the planted link stays a link.
+    assert_eq!(read(".env").as_deref(), Some("API_KEY=host-secret\n"));
+    assert!(
+        stderr(&out).contains(".env (hidden by the spec)"),
+        "{}",
+        report(&out)
+    );
+    let leak = std::fs::symlink_metadata(h.project.join("leak")).unwrap();
+    assert!(leak.file_type().is_symlink());
+    assert_eq!(remote.left(&h), "", "left on the engine");
+}
+
+#[test]
+fn links_fifos_setuid_bits_and_git_metadata_written_inside_do_not_reach_the_host() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    let h = TestHome::new("home/code/app-hostile");
+    image_config(&h, "");
+    let outside = h.root.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    write(&h.project.join("sub/b.txt"), "b\n");
+    let script = format!(
+        "ln -s {o} out; mkfifo fifo; cp /bin/busybox suid; chmod 4755 suid; \
+         rm -r sub; ln -s {o} sub; mkdir -p nested/.git; echo '[core] fsmonitor = x' > nested/.git/config; \
+         echo control > control.txt",
+        o = outside.display()
+    );
+    let out = remote.run(&h, &["--network", "none"], &script);
+    assert!(out.status.success(), "{}", report(&out));
+    assert_eq!(
+        std::fs::read_to_string(h.project.join("control.txt")).unwrap(),
+        "control\n",
+        "{}",
+        report(&out)
+    );
+    // The link comes back as data (a link), and nothing was written through it.
+    assert!(
+        std::fs::symlink_metadata(h.project.join("out"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(std::fs::read_dir(&outside).unwrap().next().is_none());
+    assert!(std::fs::symlink_metadata(h.project.join("fifo")).is_err());
+    let mode = std::fs::metadata(h.project.join("suid"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7000, 0, "a setuid bit survived: {mode:o}");
+    assert!(!h.project.join("nested/.git").exists(), "{}", report(&out));
+    // A directory the container swapped for a link: the link is not applied over it.
+    assert!(
+        std::fs::symlink_metadata(h.project.join("sub"))
+            .unwrap()
+            .is_dir()
+    );
+    assert_eq!(remote.left(&h), "");
+}
+
+fn git(project: &Path, args: &[&str]) -> String {
+    let out = Command::new("/usr/bin/git")
+        .arg("-C")
+        .arg(project)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", report(&out));
+    stdout(&out).trim().to_owned()
+}
+
+#[test]
+fn a_commit_inside_lands_as_an_airlock_branch_and_its_config_and_hooks_stay_inside() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    let h = TestHome::new("home/code/app-git");
+    image_config(&h, "");
+    git(&h.project, &["init", "-q", "-b", "main"]);
+    write(&h.project.join("f.txt"), "one\n");
+    git(&h.project, &["add", "f.txt"]);
+    git(&h.project, &["commit", "-qm", "first"]);
+    let config_before = std::fs::read_to_string(h.project.join(".git/config")).unwrap();
+    let script = "echo two > f.txt; git -c user.name=in -c user.email=in@x commit -qam inside && \
+                  git config core.fsmonitor 'touch /tmp/pwned' && \
+                  printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/post-checkout && echo committed";
+    let out = remote.run(
+        &h,
+        &["--network", "none", "--git-mode", "readwrite"],
+        script,
+    );
+    assert!(out.status.success(), "{}", report(&out));
+    assert!(stdout(&out).contains("committed"), "{}", report(&out));
+    let inside = git(
+        &h.project,
+        &["log", "-1", "--format=%s", "refs/remotes/airlock/main"],
+    );
+    assert_eq!(inside, "inside", "{}", report(&out));
+    assert_eq!(
+        std::fs::read_to_string(h.project.join(".git/config")).unwrap(),
+        config_before
+    );
+    assert!(!h.project.join(".git/hooks/post-checkout").exists());
+    assert_eq!(
+        std::fs::read_to_string(h.project.join("f.txt")).unwrap(),
+        "two\n"
+    );
+    assert_eq!(remote.left(&h), "");
+}
+
+#[test]
+fn a_missing_image_an_unreachable_engine_and_refused_features_fail_before_anything_is_made() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    let h = TestHome::new("home/code/app-errors");
+    let none = ["run", "--network", "none", "--", "sh", "-c", "echo RAN"];
+    // No image configured: airlock's own cannot work there.
+    h.config("");
+    let out = remote.run_env(&h, &remote.url, &none);
+    assert_eq!(out.status.code(), Some(125), "{}", report(&out));
+    let e = stderr(&out);
+    assert!(
+        e.contains(&format!("CONTAINER_HOST={}", remote.url))
+            && e.contains("needs [sandbox.container] image"),
+        "{e}"
+    );
+    assert!(!h.sandboxes().exists(), "state was made before the refusal");
+    // An image that engine does not have.
+    h.config("[sandbox.container]\nimage = \"localhost/airlock-no-such:1\"\n");
+    let out = remote.run_env(&h, &remote.url, &none);
+    assert_eq!(out.status.code(), Some(125), "{}", report(&out));
+    assert!(
+        stderr(&out).contains(
+            "\"localhost/airlock-no-such:1\" ([sandbox.container] image) is not in the store"
+        ),
+        "{}",
+        report(&out)
+    );
+    // An engine that does not answer.
+    image_config(&h, "");
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("tcp://127.0.0.1:{dead}");
+    let out = remote.run_env(&h, &url, &none);
+    assert_eq!(out.status.code(), Some(125), "{}", report(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "the remote engine CONTAINER_HOST={url} does not answer"
+        )),
+        "{}",
+        report(&out)
+    );
+    // The allowlisted network (the default) is refused, naming the way out.
+    let out = remote.run_env(&h, &remote.url, &["run", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125), "{}", report(&out));
+    assert!(
+        stderr(&out).contains("use --network none"),
+        "{}",
+        report(&out)
+    );
+    assert_eq!(remote.left(&h), "", "something was created on the engine");
+    // Control: the same engine and image run the workload.
+    let out = remote.run_env(&h, &remote.url, &none);
+    assert!(stdout(&out).contains("RAN"), "{}", report(&out));
+}
