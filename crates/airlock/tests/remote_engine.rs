@@ -389,3 +389,52 @@ fn a_missing_image_an_unreachable_engine_and_refused_features_fail_before_anythi
     let out = remote.run_env(&h, &remote.url, &none);
     assert!(stdout(&out).contains("RAN"), "{}", report(&out));
 }
+
+#[test]
+fn in_readonly_git_mode_git_is_read_only_inside_and_the_configs_secrets_stay_here() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    let h = TestHome::new("home/code/app-gitro");
+    image_config(&h, "");
+    git(&h.project, &["init", "-q", "-b", "main"]);
+    git(
+        &h.project,
+        &[
+            "config",
+            "http.extraHeader",
+            "AUTHORIZATION: bearer GIT-SECRET",
+        ],
+    );
+    write(&h.project.join("f.txt"), "one\n");
+    git(&h.project, &["add", "f.txt"]);
+    git(&h.project, &["commit", "-qm", "first"]);
+    let script = "cat .git/config; git log --format=%s; \
+                  echo x > .git/planted 2>/dev/null && echo WROTE-GIT; \
+                  git -c user.name=in -c user.email=in@x commit -q --allow-empty -m inside 2>/dev/null \
+                  && echo COMMITTED; echo two > f.txt; echo done";
+    let out = remote.run(&h, &["--network", "none"], script);
+    assert!(out.status.success(), "{}", report(&out));
+    let seen = stdout(&out);
+    assert!(
+        seen.contains("first") && seen.contains("done"),
+        "{}",
+        report(&out)
+    );
+    assert!(
+        !seen.contains("GIT-SECRET"),
+        "the host's token was sent: {seen}"
+    );
+    assert!(
+        !seen.contains("WROTE-GIT") && !seen.contains("COMMITTED"),
+        "{seen}"
+    );
+    // Control: the working tree's change came back; the repository is as it was.
+    assert_eq!(
+        std::fs::read_to_string(h.project.join("f.txt")).unwrap(),
+        "two\n"
+    );
+    assert_eq!(git(&h.project, &["log", "--format=%s"]), "first");
+    assert!(!h.project.join(".git/planted").exists());
+    assert_eq!(remote.left(&h), "");
+}

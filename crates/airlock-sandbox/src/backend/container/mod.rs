@@ -246,23 +246,8 @@ impl Backend for Container {
             if !refused.is_empty() {
                 return Err(refused.join("; "));
             }
-            let image = self
-                .settings
-                .image
-                .clone()
-                .unwrap_or_else(|| "<[sandbox.container] image>".into());
-            let name = launch::container_name(spec);
-            let args = remote::render::create(
-                spec,
-                &self.engine,
-                &image,
-                &name,
-                &format!("{name}-project"),
-                &launch::session_files(spec),
-                false,
-            );
             let mut argv = vec![self.engine.program.display().to_string()];
-            argv.extend(args);
+            argv.extend(remote::argv(self, spec));
             return Ok(Some(argv));
         }
         let image = match &self.settings.image {

@@ -64,9 +64,17 @@ pub fn unsupported(spec: &SandboxSpec, engine: &Engine) -> Vec<String> {
                     matches!(upper, Upper::Owned { .. }) && *target == project.join(".git");
                 (!git_layer).then(|| format!("an overlay at {}", target.display()))
             }
-            MountOp::Bind { source, target, .. } if inside(target) && source != target => Some(
-                format!("{} bound at {}", source.display(), target.display()),
-            ),
+            MountOp::Bind {
+                source,
+                target,
+                writable,
+            } if inside(target) && source != target && !substitute(spec, source, *writable) => {
+                Some(format!(
+                    "{} bound at {}",
+                    source.display(),
+                    target.display()
+                ))
+            }
             MountOp::Tmpfs { target, .. } if inside(target) => {
                 Some(format!("a tmpfs at {}", target.display()))
             }
@@ -115,6 +123,14 @@ pub fn no_image(engine: &Engine) -> String {
     )
 }
 
+/// Whether a bind of `source` inside the project can be sent as that file's content: a
+/// read-only bind of a file airlock writes in its state (the sanitised `.git/config`; written
+/// by the launch's prepare steps, read with no link followed when sent: anything but a regular
+/// file then fails the launch).
+fn substitute(spec: &SandboxSpec, source: &Path, writable: bool) -> bool {
+    !writable && source.starts_with(&spec.state_root)
+}
+
 /// The image a remote launch runs: `[sandbox.container] image`, which must be in that engine's
 /// store (airlock's own image is an empty root over this machine's `/usr`).
 fn remote_image(c: &Container) -> Result<String, String> {
@@ -151,10 +167,18 @@ fn exclusions(spec: &SandboxSpec) -> Result<send::Exclusions, String> {
         }
     }
     for op in &spec.mounts {
-        if let MountOp::MaskFile { target } = op
-            && let Some(r) = rel(target)
-        {
-            paths.push(r);
+        match op {
+            MountOp::MaskFile { target } => paths.extend(rel(target)),
+            MountOp::Bind {
+                source,
+                target,
+                writable,
+            } if source != target && substitute(spec, source, *writable) => {
+                if let Some(r) = rel(target) {
+                    substitutes.insert(r, source.clone());
+                }
+            }
+            _ => {}
         }
     }
     // The git layer's sanitised config, written by the git tool before the launch.
@@ -173,7 +197,8 @@ fn exclusions(spec: &SandboxSpec) -> Result<send::Exclusions, String> {
     })
 }
 
-/// Paths inside the project the spec mounts read-only onto themselves: sent, never written back.
+/// Paths inside the project the spec mounts read-only onto themselves: never written back; a
+/// directory among them is a read-only volume of its own in the container ([`ro_dirs`]).
 fn read_only(spec: &SandboxSpec) -> Vec<PathBuf> {
     spec.mounts
         .iter()
@@ -182,13 +207,24 @@ fn read_only(spec: &SandboxSpec) -> Vec<PathBuf> {
                 source,
                 target,
                 writable: false,
-            } if source == target => target
+            } if source == target || substitute(spec, source, false) => target
                 .strip_prefix(&spec.project)
                 .ok()
                 .map(Path::to_path_buf),
             _ => None,
         })
         .filter(|r| !r.as_os_str().is_empty())
+        .collect()
+}
+
+/// The read-only directories of [`read_only`] (a file among them stays in the project's volume,
+/// writable inside, never written back), each with its volume: `<name>-ro-<n>`.
+fn ro_dirs(spec: &SandboxSpec, name: &str) -> Vec<(PathBuf, String)> {
+    read_only(spec)
+        .into_iter()
+        .filter(|r| std::fs::symlink_metadata(spec.project.join(r)).is_ok_and(|m| m.is_dir()))
+        .enumerate()
+        .map(|(n, r)| (r, format!("{name}-ro-{n}")))
         .collect()
 }
 
@@ -222,6 +258,38 @@ fn engine(c: &Container, args: &[&str], stdin: Option<&[u8]>) -> Result<Vec<u8>,
     Ok(out.stdout)
 }
 
+/// The engine's `create` arguments for `spec` (`run --print-spec --render`).
+pub(super) fn argv(c: &Container, spec: &SandboxSpec) -> Vec<String> {
+    let image = c
+        .settings
+        .image
+        .as_deref()
+        .unwrap_or("<[sandbox.container] image>");
+    let name = launch::container_name(spec);
+    create_args(c, spec, image, &name, &ro_dirs(spec, &name), false)
+}
+
+fn create_args(
+    c: &Container,
+    spec: &SandboxSpec,
+    image: &str,
+    name: &str,
+    ro: &[(PathBuf, String)],
+    tty: bool,
+) -> Vec<String> {
+    let volume = format!("{name}-project");
+    let mounts: Vec<(PathBuf, &str)> = ro
+        .iter()
+        .map(|(r, v)| (spec.project.join(r), v.as_str()))
+        .collect();
+    let volumes = render::Volumes {
+        project: &volume,
+        read_only: &mounts,
+    };
+    let files = launch::session_files(spec);
+    render::create(spec, &c.engine, image, name, &volumes, &files, tty)
+}
+
 /// The whole remote launch.
 pub(super) fn run(
     c: &Container,
@@ -240,12 +308,15 @@ pub(super) fn run(
     let name = launch::container_name(spec);
     let volume = format!("{name}-project");
     let tty = launch::is_terminal() && !spec.argv.is_empty();
+    let ro = ro_dirs(spec, &name);
     let result = (|| {
-        engine(c, &["volume", "create", &volume], None).map_err(LaunchError::Setup)?;
-        let args = render::create(spec, &c.engine, &image, &name, &volume, &files, tty);
+        for v in std::iter::once(&volume).chain(ro.iter().map(|(_, v)| v)) {
+            engine(c, &["volume", "create", v], None).map_err(LaunchError::Setup)?;
+        }
+        let args = create_args(c, spec, &image, &name, &ro, tty);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         engine(c, &args, None).map_err(LaunchError::Setup)?;
-        let sent = send_in(c, spec, &ex, &name).map_err(LaunchError::Setup)?;
+        let sent = send_in(c, spec, &ex, &name, &ro).map_err(LaunchError::Setup)?;
         let mut start = c.engine.global_args();
         start.extend([
             "start".into(),
@@ -269,45 +340,55 @@ pub(super) fn run(
     if c.settings.keep {
         eprintln!(
             "airlock: kept the container {name} and its volume {volume} on {} ({} rm {name}; \
-             {} volume rm {volume} removes them)",
+             {} volume rm {volume} and its -ro- volumes remove them)",
             url(&c.engine),
             c.engine.name.as_str(),
             c.engine.name.as_str()
         );
     } else {
         let _ = engine(c, &["rm", "--force", &name], None);
-        let _ = engine(c, &["volume", "rm", "--force", &volume], None);
+        for v in std::iter::once(&volume).chain(ro.iter().map(|(_, v)| v)) {
+            let _ = engine(c, &["volume", "rm", "--force", v], None);
+        }
     }
     result
 }
 
-/// Sends the project (and the exec wrapper) into the created container.
+/// Sends the project (its read-only trees each into its volume, and the exec wrapper) into the
+/// created container.
 fn send_in(
     c: &Container,
     spec: &SandboxSpec,
     ex: &send::Exclusions,
     name: &str,
+    ro: &[(PathBuf, String)],
 ) -> Result<send::Sent, String> {
-    let dest = format!("{name}:{}", spec.project.display());
-    let mut child = image::command(&c.engine)
-        .args(["cp", "-", &dest])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", c.engine.program.display()))?;
-    let pipe = child.stdin.take().expect("piped");
-    let sent = send::write_project(&spec.project, ex, spec.uid, spec.gid, pipe);
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(format!(
-            "{} cp of the project into {name} failed on {}: {}",
-            c.engine.name.as_str(),
-            url(&c.engine),
-            airlock_config::printable(String::from_utf8_lossy(&out.stderr).trim())
-        ));
+    let skip: Vec<PathBuf> = ro.iter().map(|(r, _)| r.clone()).collect();
+    let mut sent = send::Sent::new();
+    for base in std::iter::once(Path::new("")).chain(skip.iter().map(PathBuf::as_path)) {
+        let others: Vec<PathBuf> = skip.iter().filter(|s| *s != base).cloned().collect();
+        let dest = format!("{name}:{}", spec.project.join(base).display());
+        let mut child = image::command(&c.engine)
+            .args(["cp", "-", &dest])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", c.engine.program.display()))?;
+        let pipe = child.stdin.take().expect("piped");
+        let tree = send::write_tree(&spec.project, base, &others, ex, (spec.uid, spec.gid), pipe);
+        let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!(
+                "{} cp of {} into {name} failed on {}: {}",
+                c.engine.name.as_str(),
+                spec.project.join(base).display(),
+                url(&c.engine),
+                airlock_config::printable(String::from_utf8_lossy(&out.stderr).trim())
+            ));
+        }
+        sent.extend(tree?);
     }
-    let sent = sent?;
     let exe = std::fs::read(&c.exe).map_err(|e| format!("cannot read {}: {e}", c.exe.display()))?;
     let mut wrapper = tar::Builder::new(Vec::new());
     let mut h = tar::Header::new_gnu();

@@ -32,14 +32,20 @@ pub fn home(spec: &SandboxSpec) -> Option<&Path> {
     })
 }
 
-/// The arguments after the engine's program: `create …`, the container named `name`, its
-/// project the volume `volume`.
+/// The volumes a remote container gets: the project's, and one read-only volume for each
+/// directory inside it the spec mounts read-only (`.git` in git's `readonly` mode).
+pub struct Volumes<'a> {
+    pub project: &'a str,
+    pub read_only: &'a [(std::path::PathBuf, &'a str)],
+}
+
+/// The arguments after the engine's program: `create …`, the container named `name`.
 pub fn create(
     spec: &SandboxSpec,
     engine: &Engine,
     image: &str,
     name: &str,
-    volume: &str,
+    volumes: &Volumes<'_>,
     files: &SessionFiles,
     tty: bool,
 ) -> Vec<String> {
@@ -110,8 +116,19 @@ pub fn create(
     opt(
         &mut a,
         "--mount",
-        format!("type=volume,src={volume},dst={}", spec.project.display()),
+        format!(
+            "type=volume,src={},dst={}",
+            volumes.project,
+            spec.project.display()
+        ),
     );
+    for (target, volume) in volumes.read_only {
+        opt(
+            &mut a,
+            "--mount",
+            format!("type=volume,src={volume},dst={},ro=true", target.display()),
+        );
+    }
     a.push("-i".into());
     if tty {
         a.push("-t".into());

@@ -50,48 +50,66 @@ impl Exclusions {
     }
 }
 
-/// Writes the project at `project` as a tar to `out` (owned by `uid:gid` inside, setuid, setgid
-/// and sticky bits dropped), leaving out what `ex` hides. Returns what it sent.
-pub fn write_project(
+/// Writes the tree `base` of the project at `project` (`""`: the whole project) as a tar to
+/// `out`, names relative to that tree (owned by `uid:gid` inside, setuid, setgid and sticky bits
+/// dropped), leaving out what `ex` hides and the trees in `skip` (sent on their own). Returns what
+/// it sent, named from the project.
+pub fn write_tree(
     project: &Path,
+    base: &Path,
+    skip: &[PathBuf],
     ex: &Exclusions,
-    uid: u32,
-    gid: u32,
+    (uid, gid): (u32, u32),
     out: impl Write,
 ) -> Result<Sent, String> {
-    let root = hostfs::open_nofollow(project, libc::O_RDONLY | libc::O_DIRECTORY)
-        .map_err(|e| format!("cannot open the project {}: {e}", project.display()))?;
+    let top = project.join(base);
+    let failed = |e: io::Error| format!("cannot send {}: {e}", top.display());
+    let mut root =
+        hostfs::open_nofollow(project, libc::O_RDONLY | libc::O_DIRECTORY).map_err(failed)?;
+    if !base.as_os_str().is_empty() {
+        root = hostfs::open_beneath(root.as_fd(), base, libc::O_RDONLY | libc::O_DIRECTORY)
+            .map_err(failed)?;
+    }
     let mut w = Walk {
         tar: tar::Builder::new(out),
         ex,
+        base,
+        skip,
         uid,
         gid,
         sent: Sent::new(),
     };
     // The root first, so the volume's top is the user's and an empty project is still a tar
     // (an engine refuses a stream of no entries).
-    let st = stat(root.as_fd()).map_err(|e| format!("cannot stat {}: {e}", project.display()))?;
+    let st = stat(root.as_fd()).map_err(failed)?;
     let mut h = w.header(tar::EntryType::Directory, st.st_mode, st.st_mtime as u64);
     w.tar
         .append_data(&mut h, ".", io::empty())
-        .map_err(|e| format!("cannot send the project {}: {e}", project.display()))?;
-    w.dir(root.as_fd(), Path::new(""), 0)
-        .map_err(|e| format!("cannot send the project {}: {e}", project.display()))?;
-    w.tar
-        .finish()
-        .map_err(|e| format!("cannot send the project {}: {e}", project.display()))?;
+        .map_err(failed)?;
+    w.dir(root.as_fd(), base, 0).map_err(failed)?;
+    w.tar.finish().map_err(failed)?;
+    if !base.as_os_str().is_empty() {
+        w.sent.insert(base.to_path_buf(), SentKind::Dir);
+    }
     Ok(w.sent)
 }
 
 struct Walk<'a, W: Write> {
     tar: tar::Builder<W>,
     ex: &'a Exclusions,
+    base: &'a Path,
+    skip: &'a [PathBuf],
     uid: u32,
     gid: u32,
     sent: Sent,
 }
 
 impl<W: Write> Walk<'_, W> {
+    /// The tar name of `rel`: relative to the tree sent.
+    fn inside<'p>(&self, rel: &'p Path) -> &'p Path {
+        rel.strip_prefix(self.base).unwrap_or(rel)
+    }
+
     fn header(&self, kind: tar::EntryType, mode: u32, mtime: u64) -> tar::Header {
         let mut h = tar::Header::new_gnu();
         h.set_entry_type(kind);
@@ -114,6 +132,9 @@ impl<W: Write> Walk<'_, W> {
         names.sort_by(|a, b| a.0.cmp(&b.0));
         for (name, kind) in names {
             let rel = rel.join(&name);
+            if self.skip.contains(&rel) {
+                continue;
+            }
             if let Some(source) = self.ex.substitutes.get(&rel) {
                 let body = hostfs::read_regular(source, 64 << 20)?;
                 self.file(&rel, &mut &body[..], body.len() as u64, 0o644, 0)?;
@@ -132,7 +153,8 @@ impl<W: Write> Walk<'_, W> {
                     let st = stat(sub.as_fd())?;
                     let mut h =
                         self.header(tar::EntryType::Directory, st.st_mode, st.st_mtime as u64);
-                    self.tar.append_data(&mut h, &rel, io::empty())?;
+                    self.tar
+                        .append_data(&mut h, self.inside(&rel), io::empty())?;
                     self.sent.insert(rel.clone(), SentKind::Dir);
                     self.dir(sub.as_fd(), &rel, depth + 1)?;
                 }
@@ -161,7 +183,7 @@ impl<W: Write> Walk<'_, W> {
                         .map_err(io::Error::from)?;
                     let target = PathBuf::from(target);
                     let mut h = self.header(tar::EntryType::Symlink, 0o777, 0);
-                    self.tar.append_link(&mut h, &rel, &target)?;
+                    self.tar.append_link(&mut h, self.inside(&rel), &target)?;
                     self.sent.insert(rel, SentKind::Symlink(target));
                 }
                 // FIFOs, sockets, devices: nothing a project needs, and a FIFO would block.
@@ -186,7 +208,8 @@ impl<W: Write> Walk<'_, W> {
             hash: Sha256::new(),
             read: 0,
         };
-        self.tar.append_data(&mut h, rel, &mut reader)?;
+        self.tar
+            .append_data(&mut h, self.inside(rel), &mut reader)?;
         if reader.read != size {
             return Err(io::Error::other(format!(
                 "{} changed size while it was being sent",

@@ -34,7 +34,10 @@ fn the_spec_renders_to_this_remote_create_argv() {
         &remote(),
         "localhost/dev:1",
         "airlock-proj-42",
-        "airlock-proj-42-project",
+        &render::Volumes {
+            project: "airlock-proj-42-project",
+            read_only: &[("/home/dev/proj/.git".into(), "airlock-proj-42-ro-0")],
+        },
         &files,
         false,
     );
@@ -85,6 +88,8 @@ fn the_spec_renders_to_this_remote_create_argv() {
         "type=tmpfs,dst=/home/dev,tmpfs-mode=1777,tmpfs-size=1048576",
         "--mount",
         "type=volume,src=airlock-proj-42-project,dst=/home/dev/proj",
+        "--mount",
+        "type=volume,src=airlock-proj-42-ro-0,dst=/home/dev/proj/.git,ro=true",
         "-i",
         "localhost/dev:1",
         "/.airlock/airlock-container-exec",
@@ -240,7 +245,7 @@ fn a_link_planted_in_the_project_is_sent_as_a_link_and_hidden_files_not_at_all()
         substitutes: Default::default(),
     };
     let mut tar = Vec::new();
-    let sent = send::write_project(&project, &ex, 1000, 1000, &mut tar).unwrap();
+    let sent = send::write_tree(&project, Path::new(""), &[], &ex, (1000, 1000), &mut tar).unwrap();
     let names: Vec<PathBuf> = sent.keys().cloned().collect();
     assert_eq!(names, [PathBuf::from("a.txt"), "leak".into(), "sub".into()]);
     assert!(
