@@ -163,7 +163,7 @@ fn paths_of(op: &MountOp) -> Vec<&Path> {
     }
 }
 
-pub(super) fn unmountable(path: &Path) -> bool {
+pub(crate) fn unmountable(path: &Path) -> bool {
     path.to_string_lossy()
         .chars()
         .any(|c| c == ',' || c.is_control())

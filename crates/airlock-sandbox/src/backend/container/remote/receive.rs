@@ -91,17 +91,7 @@ pub fn unpack(input: impl Read, staging: &Path, caps: Caps) -> Result<Dropped, S
             }
             tar::EntryType::Directory => make_dir(parent.as_fd(), &cname),
             tar::EntryType::Symlink => match entry.link_name_bytes() {
-                Some(target) if !target.is_empty() => {
-                    let target = CString::new(target.into_owned())
-                        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput));
-                    target.and_then(|t| {
-                        remove_any(parent.as_fd(), &cname);
-                        // SAFETY: valid C strings and directory fd.
-                        check(unsafe {
-                            libc::symlinkat(t.as_ptr(), parent.as_raw_fd(), cname.as_ptr())
-                        })
-                    })
-                }
+                Some(target) if !target.is_empty() => make_link(parent.as_fd(), &cname, &target),
                 _ => Err(io::Error::from(io::ErrorKind::InvalidInput)),
             },
             other => {
@@ -170,6 +160,14 @@ fn make_dir(dir: BorrowedFd<'_>, name: &CString) -> io::Result<()> {
         }
         other => other,
     }
+}
+
+/// A symlink named `name` holding `target` (its text only: never resolved here).
+fn make_link(dir: BorrowedFd<'_>, name: &CString, target: &[u8]) -> io::Result<()> {
+    let target = CString::new(target).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    remove_any(dir, name);
+    // SAFETY: valid C strings and directory fd.
+    check(unsafe { libc::symlinkat(target.as_ptr(), dir.as_raw_fd(), name.as_ptr()) })
 }
 
 fn write_file(

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use super::super::engine::{Endpoint, Engine, EngineName};
 use super::super::render::SessionFiles;
 use super::*;
-use crate::spec::SandboxSpec;
+use crate::spec::{MountOp, SandboxSpec};
 
 fn spec() -> SandboxSpec {
     serde_json::from_str(include_str!("../testdata/spec.json")).unwrap()
@@ -256,4 +256,66 @@ fn a_link_planted_in_the_project_is_sent_as_a_link_and_hidden_files_not_at_all()
         !tar.windows(5).any(|w| w == b"KEY=1"),
         "a hidden file was sent"
     );
+}
+
+proptest::proptest! {
+    /// Whatever names, kinds, link targets and modes a tar holds, the unpacker makes nothing
+    /// outside the staging dir, nothing but files, directories and links in it, no setid bit.
+    #[test]
+    fn no_tar_makes_anything_outside_staging_or_anything_special(
+        entries in proptest::collection::vec(
+            (
+                proptest::collection::vec(
+                    proptest::sample::select(vec!["..", ".", "a", "b", "", "c.txt"]),
+                    1..5,
+                ),
+                proptest::bool::ANY,
+                proptest::sample::select(vec![b'0', b'1', b'2', b'3', b'5', b'6', b'7']),
+                proptest::sample::select(vec!["..", "../..", "/", "a", "../outside"]),
+                proptest::sample::select(vec![0o644u32, 0o4755, 0o2755, 0o1777, 0o777]),
+            ),
+            1..12,
+        )
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        let staging = dir.path().join("back");
+        let mut t = Vec::new();
+        for (parts, absolute, kind, link, mode) in &entries {
+            let mut name = if *absolute { "/".to_owned() } else { String::new() };
+            name.push_str(&parts.join("/"));
+            if name.is_empty() || name.len() > 90 {
+                continue;
+            }
+            let body: &[u8] = if *kind == b'0' { b"x" } else { b"" };
+            t.extend(raw(name.as_bytes(), *kind, link.as_bytes(), *mode, body));
+        }
+        t.extend([0u8; 1024]);
+        let _ = receive::unpack(&t[..], &staging, receive::Caps::DEFAULT);
+        let mut top: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        top.sort();
+        proptest::prop_assert!(top == ["back", "outside"] || top == ["outside"], "{top:?}");
+        proptest::prop_assert!(std::fs::read_dir(&outside).unwrap().next().is_none());
+        let mut stack = vec![staging.clone()];
+        while let Some(d) = stack.pop() {
+            let Ok(list) = std::fs::read_dir(&d) else { continue };
+            for e in list {
+                let e = e.unwrap();
+                let m = std::fs::symlink_metadata(e.path()).unwrap();
+                let t = m.file_type();
+                proptest::prop_assert!(t.is_file() || t.is_dir() || t.is_symlink(), "{:?}", e.path());
+                if !t.is_symlink() {
+                    use std::os::unix::fs::PermissionsExt;
+                    proptest::prop_assert_eq!(m.permissions().mode() & 0o7000, 0);
+                }
+                if t.is_dir() {
+                    stack.push(e.path());
+                }
+            }
+        }
+    }
 }
