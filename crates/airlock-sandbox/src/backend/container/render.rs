@@ -100,20 +100,7 @@ pub fn unsupported(spec: &SandboxSpec, engine_sockets: &[PathBuf]) -> Vec<String
             odd.join(", ")
         ));
     }
-    let bad: Vec<String> = spec
-        .mounts
-        .iter()
-        .flat_map(paths_of)
-        .filter(|p| unmountable(p))
-        .map(|p| format!("{p:?}"))
-        .collect();
-    if !bad.is_empty() {
-        out.push(format!(
-            "the container backend cannot name {} in an engine's --mount (a comma or a control \
-             character); rename it or use --backend native",
-            bad.join(", ")
-        ));
-    }
+    out.extend(unmountable_refusal(spec.mounts.iter().flat_map(paths_of)));
     out.extend(order_problems(spec));
     for socket in engine_sockets {
         for op in &spec.mounts {
@@ -163,7 +150,23 @@ fn paths_of(op: &MountOp) -> Vec<&Path> {
     }
 }
 
-pub(crate) fn unmountable(path: &Path) -> bool {
+/// The refusal of the paths among `paths` an engine's `--mount` cannot name, if any.
+pub(crate) fn unmountable_refusal<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Option<String> {
+    let bad: Vec<String> = paths
+        .into_iter()
+        .filter(|p| unmountable(p))
+        .map(|p| format!("{p:?}"))
+        .collect();
+    (!bad.is_empty()).then(|| {
+        format!(
+            "the container backend cannot name {} in an engine's --mount (a comma or a control \
+             character); rename it or use --backend native",
+            bad.join(", ")
+        )
+    })
+}
+
+fn unmountable(path: &Path) -> bool {
     path.to_string_lossy()
         .chars()
         .any(|c| c == ',' || c.is_control())

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use airlock_config::hostfs::{self, Kind};
 
+use super::receive::{check, create_new};
 use super::send::{self, Sent, SentKind};
 
 /// What applying did, for the developer.
@@ -249,17 +250,7 @@ fn copy_in(
     let temp = CString::new(format!(".airlock-copy-back-{}", std::process::id()))?;
     // SAFETY: valid fd and C strings.
     unsafe { libc::unlinkat(parent.as_raw_fd(), temp.as_ptr(), 0) };
-    let fd = unsafe {
-        libc::openat(
-            parent.as_raw_fd(),
-            temp.as_ptr(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            0o600,
-        )
-    };
-    check(fd)?;
-    // SAFETY: a fresh descriptor this function owns.
-    let mut out = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let mut out = create_new(parent.as_fd(), &temp)?;
     let written = io::copy(&mut std::fs::File::from(from), &mut out)
         // SAFETY: valid fd; permission bits only (the staged mode had its setid bits dropped).
         .and_then(|_| check(unsafe { libc::fchmod(out.as_raw_fd(), mode & 0o777) }))
@@ -321,12 +312,4 @@ fn remove(host: BorrowedFd<'_>, rel: &Path, kind: &SentKind) -> io::Result<()> {
     };
     // SAFETY: valid fd and C string.
     check(unsafe { libc::unlinkat(parent.as_raw_fd(), name.as_ptr(), flags) })
-}
-
-fn check(rc: i32) -> io::Result<()> {
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
 }

@@ -69,18 +69,7 @@ pub fn unsupported(spec: &SandboxSpec, engine: &Engine) -> Vec<String> {
         .chain(render::tmpfs_targets(spec))
         .chain(render::home(spec))
         .collect();
-    let bad: Vec<String> = names
-        .iter()
-        .filter(|p| super::super::render::unmountable(p))
-        .map(|p| format!("{p:?}"))
-        .collect();
-    if !bad.is_empty() {
-        out.push(format!(
-            "the container backend cannot name {} in an engine's --mount (a comma or a control \
-             character); rename it or use --backend native",
-            bad.join(", ")
-        ));
-    }
+    out.extend(super::super::render::unmountable_refusal(names));
     out
 }
 

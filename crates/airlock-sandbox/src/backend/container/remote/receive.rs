@@ -177,6 +177,14 @@ fn write_file(
     body: &mut dyn Read,
 ) -> io::Result<()> {
     remove_any(dir, name);
+    let mut file = create_new(dir, name)?;
+    io::copy(body, &mut file)?;
+    // SAFETY: valid fd; permission bits only.
+    check(unsafe { libc::fchmod(file.as_raw_fd(), mode & 0o777) })
+}
+
+/// A new file `name` in `dir` (0600), never through a link and never an existing one.
+pub(super) fn create_new(dir: BorrowedFd<'_>, name: &CString) -> io::Result<std::fs::File> {
     // SAFETY: valid fd and C string; O_EXCL|O_NOFOLLOW: a fresh file, never through a link.
     let fd = unsafe {
         libc::openat(
@@ -188,10 +196,7 @@ fn write_file(
     };
     check(fd)?;
     // SAFETY: a fresh descriptor this function owns.
-    let mut file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    io::copy(body, &mut file)?;
-    // SAFETY: valid fd; permission bits only.
-    check(unsafe { libc::fchmod(file.as_raw_fd(), mode & 0o777) })
+    Ok(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }
 
 /// A later entry of the same name replaces an earlier file or link (as tar does); a directory
@@ -201,7 +206,7 @@ fn remove_any(dir: BorrowedFd<'_>, name: &CString) {
     unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) };
 }
 
-fn check(rc: i32) -> io::Result<()> {
+pub(super) fn check(rc: i32) -> io::Result<()> {
     if rc < 0 {
         Err(io::Error::last_os_error())
     } else {
