@@ -320,4 +320,6 @@ fn bring_back(
 }
 
 #[cfg(test)]
+mod apply_tests;
+#[cfg(test)]
 mod tests;
