@@ -438,3 +438,73 @@ fn in_readonly_git_mode_git_is_read_only_inside_and_the_configs_secrets_stay_her
     assert!(!h.project.join(".git/planted").exists());
     assert_eq!(remote.left(&h), "");
 }
+
+/// airlock killed mid-session: nothing comes back and no host file changes; the container stays
+/// on the engine, and the next launch names it with how to look and remove.
+#[test]
+fn a_session_killed_before_its_copy_back_changes_nothing_here_and_is_named_next_time() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    let h = TestHome::new("home/code/app-killed");
+    image_config(&h, "");
+    write(&h.project.join("a.txt"), "before\n");
+    let mut child = h
+        .airlock(&[
+            "run",
+            "--network",
+            "none",
+            "--",
+            "sh",
+            "-c",
+            "echo after > a.txt; sleep 60",
+        ])
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("CONTAINERS_CONF", &remote.conf)
+        .env("AIRLOCK_BACKEND", "container")
+        .env("CONTAINER_HOST", &remote.url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let running = |r: &Remote| {
+        let ps = r.podman(&["ps", "--format", "{{.Names}}"]);
+        stdout(&ps)
+            .lines()
+            .any(|l| l.starts_with("airlock-app-killed-"))
+    };
+    while !running(&remote) {
+        assert!(Instant::now() < deadline, "the container did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(h.project.join("a.txt")).unwrap(),
+        "before\n"
+    );
+    let left = remote.left(&h);
+    assert!(
+        !left.is_empty(),
+        "the container should be left on the engine"
+    );
+    let out = remote.run(&h, &["--network", "none"], "true");
+    assert!(out.status.success(), "{}", report(&out));
+    let name = left
+        .split_whitespace()
+        .find(|n| !n.ends_with("-project"))
+        .unwrap();
+    assert!(
+        stderr(&out).contains(&format!(
+            "the container {name} on CONTAINER_HOST={}",
+            remote.url
+        )) && stderr(&out).contains("rm --force"),
+        "{}",
+        report(&out)
+    );
+    for v in left.split_whitespace() {
+        let _ = remote.podman(&["rm", "--force", v]);
+        let _ = remote.podman(&["volume", "rm", "--force", v]);
+    }
+}

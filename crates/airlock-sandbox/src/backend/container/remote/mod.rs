@@ -140,6 +140,9 @@ pub(super) fn run(
         return Err(LaunchError::Plan(refused.join("; ")));
     }
     let image = remote_image(c).map_err(LaunchError::Setup)?;
+    for line in left_behind(c, spec) {
+        eprintln!("airlock: {line}");
+    }
     let ex = exclusions(spec).map_err(LaunchError::Plan)?;
     let files = launch::session_files(spec);
     launch::write_files(spec, &files)
@@ -191,6 +194,34 @@ pub(super) fn run(
         }
     }
     result
+}
+
+/// The containers of this sandbox on the engine whose airlock is gone (killed before its
+/// copy-back): their work is still in them, so they are named with how to look and remove, never
+/// removed or applied by a later session.
+fn left_behind(c: &Container, spec: &SandboxSpec) -> Vec<String> {
+    let prefix = format!("airlock-{}-", spec.name);
+    let Ok(names) = engine(c, &["ps", "--all", "--format", "{{.Names}}"], None) else {
+        return Vec::new();
+    };
+    let mut words = vec![c.engine.name.as_str().to_owned()];
+    words.extend(c.engine.global_args());
+    let cli = words.join(" ");
+    String::from_utf8_lossy(&names)
+        .lines()
+        .filter_map(|name| Some((name, name.strip_prefix(&prefix)?.parse::<u32>().ok()?)))
+        .filter(|(_, pid)| !Path::new(&format!("/proc/{pid}")).exists())
+        .map(|(name, _)| {
+            format!(
+                "the container {name} on {} is left from a session that ended before its copy-back \
+                 (its changes are not in the project); see them with `{cli} cp {name}:{}/. - | \
+                 tar -t`, remove it with `{cli} rm --force {name}` and `{cli} volume rm \
+                 {name}-project`",
+                url(&c.engine),
+                spec.project.display()
+            )
+        })
+        .collect()
 }
 
 /// Sends the project (its read-only trees each into its volume, and the exec wrapper) into the
