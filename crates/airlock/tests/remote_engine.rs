@@ -385,6 +385,31 @@ fn a_missing_image_an_unreachable_engine_and_refused_features_fail_before_anythi
         report(&out)
     );
     assert_eq!(remote.left(&h), "", "something was created on the engine");
+    // What --render prints for it: the engine's create, with no host path bound.
+    let out = remote.run_env(
+        &h,
+        &remote.url,
+        &[
+            "run",
+            "--network",
+            "none",
+            "--print-spec",
+            "--render",
+            "--",
+            "true",
+        ],
+    );
+    assert!(out.status.success(), "{}", report(&out));
+    let line = stdout(&out);
+    assert!(
+        line.contains(" create --pull never ")
+            && line.contains("type=volume,src=airlock-app-errors-"),
+        "{line}"
+    );
+    assert!(
+        !line.contains("type=bind"),
+        "a host bind on a remote engine: {line}"
+    );
     // Control: the same engine and image run the workload.
     let out = remote.run_env(&h, &remote.url, &none);
     assert!(stdout(&out).contains("RAN"), "{}", report(&out));
