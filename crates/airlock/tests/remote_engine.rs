@@ -270,6 +270,11 @@ fn links_fifos_setuid_bits_and_git_metadata_written_inside_do_not_reach_the_host
         .mode();
     assert_eq!(mode & 0o7000, 0, "a setuid bit survived: {mode:o}");
     assert!(!h.project.join("nested/.git").exists(), "{}", report(&out));
+    assert!(
+        stderr(&out).contains("not brought back: nested/.git (git metadata"),
+        "{}",
+        report(&out)
+    );
     // A directory the container swapped for a link: the link is not applied over it.
     assert!(
         std::fs::symlink_metadata(h.project.join("sub"))

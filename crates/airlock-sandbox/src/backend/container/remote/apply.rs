@@ -98,7 +98,7 @@ fn walk(
         seen.insert(rel.clone());
         if let Some(why) = guard(&rel) {
             let changed = match kind {
-                Kind::Dir => false,
+                Kind::Dir => !sent.contains_key(&rel),
                 _ => staged_kind(dir, &name).ok() != sent.get(&rel).cloned(),
             };
             if changed {
