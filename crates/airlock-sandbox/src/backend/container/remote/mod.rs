@@ -168,8 +168,11 @@ pub(super) fn run(
         ]);
         let start: Vec<std::ffi::OsString> = start.into_iter().map(Into::into).collect();
         let outcome = launch::run_engine(c, spec, &name, &start, gates);
-        // Whatever the workload's end: its work comes back.
+        // Whatever the workload's end: its work comes back, whole. A signal meanwhile (a second
+        // Ctrl-C) waits until the apply is done rather than stop it half way.
+        let held = hold_signals();
         let back = bring_back(c, spec, &ex, &name, &files.dir.join("back"), &sent, gates);
+        drop(held);
         match (outcome, back) {
             (Ok(o), Ok(())) => Ok(o),
             (Err(e), _) => Err(e),
@@ -194,6 +197,32 @@ pub(super) fn run(
         }
     }
     result
+}
+
+/// Blocks SIGINT, SIGTERM, SIGHUP and SIGQUIT until dropped (then a pending one is delivered).
+struct HeldSignals(nix::sys::signal::SigSet);
+
+fn hold_signals() -> Option<HeldSignals> {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
+    let mut set = SigSet::empty();
+    for s in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+    ] {
+        set.add(s);
+    }
+    let mut previous = SigSet::empty();
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut previous)).ok()?;
+    Some(HeldSignals(previous))
+}
+
+impl Drop for HeldSignals {
+    fn drop(&mut self) {
+        use nix::sys::signal::{SigmaskHow, sigprocmask};
+        let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&self.0), None);
+    }
 }
 
 /// The containers of this sandbox on the engine whose airlock is gone (killed before its
