@@ -85,7 +85,10 @@ impl Remote {
     }
 
     /// busybox and its applets in /bin, git in /usr/bin, the libraries of git and airlock.
+    /// One import at a time in this process (the services share root's image store).
     fn import_image(&self) {
+        static IMPORT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one = IMPORT.lock().unwrap_or_else(|e| e.into_inner());
         let root = self._dir.path().join("rootfs");
         for d in ["bin", "usr/bin", "tmp", "etc"] {
             std::fs::create_dir_all(root.join(d)).unwrap();

@@ -198,6 +198,21 @@ pub(super) fn write_files(spec: &SandboxSpec, files: &SessionFiles) -> std::io::
     Ok(())
 }
 
+/// The signals that stop a session: SIGINT, SIGTERM, SIGHUP, SIGQUIT.
+pub(super) fn stop_signals() -> nix::sys::signal::SigSet {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    for s in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+    ] {
+        set.add(s);
+    }
+    set
+}
+
 /// Runs the engine in the foreground, starts the gates, waits for it. Signals sent to airlock
 /// alone (not by the terminal, which signals the engine too) are passed on to the engine, which
 /// passes them to the container.
@@ -209,16 +224,8 @@ pub(super) fn run_engine(
     gates: &mut dyn Gates,
 ) -> Result<Outcome, LaunchError> {
     use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
-    let mut set = SigSet::empty();
-    for s in [
-        Signal::SIGINT,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-        Signal::SIGCHLD,
-    ] {
-        set.add(s);
-    }
+    let mut set = stop_signals();
+    set.add(Signal::SIGCHLD);
     let mut previous = SigSet::empty();
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut previous))
         .map_err(|e| LaunchError::Start(e.into()))?;

@@ -203,16 +203,8 @@ pub(super) fn run(
 struct HeldSignals(nix::sys::signal::SigSet);
 
 fn hold_signals() -> Option<HeldSignals> {
-    use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
-    let mut set = SigSet::empty();
-    for s in [
-        Signal::SIGINT,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-    ] {
-        set.add(s);
-    }
+    use nix::sys::signal::{SigSet, SigmaskHow, sigprocmask};
+    let set = launch::stop_signals();
     let mut previous = SigSet::empty();
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut previous)).ok()?;
     Some(HeldSignals(previous))
