@@ -36,7 +36,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn of(mode: libc::mode_t) -> Kind {
+    pub fn of(mode: libc::mode_t) -> Kind {
         match mode & libc::S_IFMT {
             libc::S_IFREG => Kind::File,
             libc::S_IFDIR => Kind::Dir,

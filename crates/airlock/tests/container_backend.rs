@@ -124,7 +124,7 @@ fn what_the_engine_cannot_honour_is_refused_before_anything_is_created() {
         "{e}"
     );
     assert!(!h.sandboxes().exists(), "{}", h.sandboxes().display());
-    // A remote engine: its binds would name another machine's files.
+    // A remote engine without an image of that machine's (tests/remote_engine.rs runs one).
     let out = run_with(
         &h,
         &[("CONTAINER_HOST", "tcp://192.0.2.1:2375")],
@@ -132,7 +132,8 @@ fn what_the_engine_cannot_honour_is_refused_before_anything_is_created() {
     );
     assert_eq!(out.status.code(), Some(125), "{}", report(&out));
     assert!(
-        stderr(&out).contains("CONTAINER_HOST=tcp://192.0.2.1:2375"),
+        stderr(&out).contains("CONTAINER_HOST=tcp://192.0.2.1:2375")
+            && stderr(&out).contains("needs [sandbox.container] image"),
         "{}",
         report(&out)
     );

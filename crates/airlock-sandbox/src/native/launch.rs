@@ -72,6 +72,14 @@ pub trait Gates {
     fn started(&mut self) -> Result<(), String> {
         Ok(())
     }
+
+    /// A remote container's `.git`, unpacked as data into `staged` (host-private, trusted in
+    /// nothing): bring its branches back into the project's repository. Returns the lines to
+    /// tell the developer. Without a git tool, nothing comes back.
+    fn bring_back_git(&mut self, staged: &std::path::Path) -> Vec<String> {
+        let _ = staged;
+        Vec::new()
+    }
 }
 
 /// No gates: for host and none network modes.

@@ -122,7 +122,7 @@ impl GitLayer {
 }
 
 /// `commits from the sandbox: airlock/main (new), airlock/x (1a2b3c4..5d6e7f8)`.
-fn summary(from: &str, updates: &[BranchUpdate], moved: Option<&str>) -> String {
+pub(super) fn summary(from: &str, updates: &[BranchUpdate], moved: Option<&str>) -> String {
     let short = |oid: &str| oid.chars().take(7).collect::<String>();
     let names: Vec<String> = updates
         .iter()

@@ -90,6 +90,46 @@ impl GitSession {
     }
 }
 
+impl GitSession {
+    /// A remote container's `.git`, unpacked as data into `staged`: its branch tips and object
+    /// files only (as from the git layer, [`super::fetch`]) come into the project's repository
+    /// as `airlock/<branch>`; nothing else of it (config, hooks, `info`, links) is read.
+    pub fn bring_back_synced(&self, staged: &Path) -> Vec<String> {
+        let git_dir = self.project.join(".git");
+        if !std::fs::symlink_metadata(&git_dir).is_ok_and(|m| m.is_dir()) {
+            return Vec::new();
+        }
+        let Some(git) = self.git.as_deref() else {
+            return vec![
+                "warning: commits made in the container were not brought back: no git \
+                         on PATH (outside the project and temp dirs)"
+                    .into(),
+            ];
+        };
+        let scratch = staged.with_extension("fetch");
+        match super::fetch::bring_back(git, &git_dir, staged, &self.home, &scratch) {
+            Ok(updates) if updates.is_empty() => Vec::new(),
+            Ok(updates) => {
+                let moved = super::fetch::fast_forward_checked_out(
+                    git,
+                    &self.project,
+                    &self.home,
+                    &updates,
+                );
+                vec![super::layer::summary(
+                    "the container",
+                    &updates,
+                    moved.as_deref(),
+                )]
+            }
+            Err(e) => vec![format!(
+                "warning: the commits made in the container could not be brought into {} ({e})",
+                git_dir.display()
+            )],
+        }
+    }
+}
+
 /// Git paths the spec mounts read-only or as a layer inside the project (`.git`, a submodule's
 /// `.git`, the host's hook dir): the sandbox cannot change them, so the check skips them.
 fn protected_paths(spec: &SandboxSpec) -> Vec<PathBuf> {

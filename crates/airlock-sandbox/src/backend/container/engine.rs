@@ -101,8 +101,9 @@ impl Engine {
         env
     }
 
-    /// The options every engine command starts with: podman is told to use the socket
-    /// `CONTAINER_HOST` names (it reads the variable only in remote mode).
+    /// The options every engine command starts with: podman is told to use the socket or the
+    /// remote URL `CONTAINER_HOST` names (it reads the variable only in remote mode); docker
+    /// reads `DOCKER_HOST` itself.
     pub fn global_args(&self) -> Vec<String> {
         match (&self.name, &self.endpoint) {
             (EngineName::Podman, Endpoint::LocalSocket(path)) => {
@@ -111,6 +112,9 @@ impl Engine {
                     "--url".into(),
                     format!("unix://{}", path.display()),
                 ]
+            }
+            (EngineName::Podman, Endpoint::Remote(url)) => {
+                vec!["--remote".into(), "--url".into(), url.clone()]
             }
             _ => Vec::new(),
         }

@@ -41,6 +41,9 @@ pub(super) fn run(
     spec: &SandboxSpec,
     gates: &mut dyn Gates,
 ) -> Result<Outcome, LaunchError> {
+    if matches!(c.engine.endpoint, super::engine::Endpoint::Remote(_)) {
+        return super::remote::run(c, spec, gates);
+    }
     let refused = c.unsupported(spec);
     if !refused.is_empty() {
         return Err(LaunchError::Plan(refused.join("; ")));
@@ -160,7 +163,7 @@ fn start_gates(
     }
 }
 
-fn write_files(spec: &SandboxSpec, files: &SessionFiles) -> std::io::Result<()> {
+pub(super) fn write_files(spec: &SandboxSpec, files: &SessionFiles) -> std::io::Result<()> {
     let _ = std::fs::remove_dir_all(&files.dir);
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -195,10 +198,25 @@ fn write_files(spec: &SandboxSpec, files: &SessionFiles) -> std::io::Result<()> 
     Ok(())
 }
 
+/// The signals that stop a session: SIGINT, SIGTERM, SIGHUP, SIGQUIT.
+pub(super) fn stop_signals() -> nix::sys::signal::SigSet {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    for s in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+    ] {
+        set.add(s);
+    }
+    set
+}
+
 /// Runs the engine in the foreground, starts the gates, waits for it. Signals sent to airlock
 /// alone (not by the terminal, which signals the engine too) are passed on to the engine, which
 /// passes them to the container.
-fn run_engine(
+pub(super) fn run_engine(
     c: &Container,
     spec: &SandboxSpec,
     name: &str,
@@ -206,16 +224,8 @@ fn run_engine(
     gates: &mut dyn Gates,
 ) -> Result<Outcome, LaunchError> {
     use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
-    let mut set = SigSet::empty();
-    for s in [
-        Signal::SIGINT,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-        Signal::SIGCHLD,
-    ] {
-        set.add(s);
-    }
+    let mut set = stop_signals();
+    set.add(Signal::SIGCHLD);
     let mut previous = SigSet::empty();
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut previous))
         .map_err(|e| LaunchError::Start(e.into()))?;

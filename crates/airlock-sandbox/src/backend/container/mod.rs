@@ -6,13 +6,15 @@
 //! airlock generates ([`seccomp`]); airlock's exec wrapper inside ([`exec`]) adds Landlock and
 //! airlock's own filter; the egress proxy's listener is made in the container's network
 //! namespace by the supervisor ([`egress`]). What an engine cannot do (the keeper, overlays,
-//! port forwards, a remote engine) is refused by [`Backend::unsupported`], never left out.
+//! port forwards) is refused by [`Backend::unsupported`], never left out. A remote engine gets
+//! the project synced, not bound ([`remote`]).
 
 mod egress;
 pub mod engine;
 pub mod exec;
 pub mod image;
 mod launch;
+pub mod remote;
 pub mod render;
 pub mod seccomp;
 
@@ -126,7 +128,10 @@ pub fn doctor_row(container: Result<&Container, String>) -> crate::doctor::Check
     let place = match &e.endpoint {
         Endpoint::Default => "this machine's default".to_owned(),
         Endpoint::LocalSocket(path) => format!("the socket {}", path.display()),
-        Endpoint::Remote(url) => format!("{url} (remote: refused, see docs/backends.md)"),
+        Endpoint::Remote(url) => format!(
+            "{url} (remote: the project is synced, network none only, needs [sandbox.container] \
+             image; see docs/backends.md)"
+        ),
     };
     match c.probe() {
         Ok(version) if !matches!(e.endpoint, Endpoint::Remote(_)) => Check {
@@ -140,15 +145,41 @@ pub fn doctor_row(container: Result<&Container, String>) -> crate::doctor::Check
             ),
             fix: None,
         },
-        Ok(version) => Check {
-            name: "backend container",
-            status: Status::Warn,
-            detail: format!("{} {version} at {place}", e.program.display()),
-            fix: Some(format!(
-                "point {} at a unix:// socket on this machine, or unset it",
-                Engine::host_variable(e.name)
-            )),
-        },
+        Ok(version) => {
+            let image = c.settings.image.as_deref();
+            let there = image.map(|i| image::exists(e, i));
+            let (status, fix) = match there {
+                Some(Ok(true)) => (Status::Ok, None),
+                Some(_) => (
+                    Status::Warn,
+                    Some(format!(
+                        "build or import {} on that engine (airlock never pulls)",
+                        image.unwrap_or_default()
+                    )),
+                ),
+                None => (
+                    Status::Warn,
+                    Some(
+                        "set [sandbox.container] image to a system image in that engine's store"
+                            .into(),
+                    ),
+                ),
+            };
+            Check {
+                name: "backend container",
+                status,
+                detail: format!(
+                    "{} {version} at {place}, reachable; image {}",
+                    e.program.display(),
+                    match (image, there) {
+                        (Some(i), Some(Ok(true))) => format!("{i} is there"),
+                        (Some(i), _) => format!("{i} is not there"),
+                        (None, _) => "not set".into(),
+                    }
+                ),
+                fix,
+            }
+        }
         Err(why) => Check {
             name: "backend container",
             status: Status::Warn,
@@ -197,10 +228,28 @@ impl Backend for Container {
     }
 
     fn unsupported(&self, spec: &SandboxSpec) -> Vec<String> {
-        render::unsupported(spec, &self.engine, &self.sockets)
+        match self.engine.endpoint {
+            Endpoint::Remote(_) => {
+                let mut out = remote::unsupported(spec, &self.engine);
+                if self.settings.image.is_none() {
+                    out.push(remote::no_image(&self.engine));
+                }
+                out
+            }
+            _ => render::unsupported(spec, &self.sockets),
+        }
     }
 
     fn render(&self, spec: &SandboxSpec) -> Result<Option<Vec<String>>, String> {
+        if let Endpoint::Remote(_) = self.engine.endpoint {
+            let refused = remote::unsupported(spec, &self.engine);
+            if !refused.is_empty() {
+                return Err(refused.join("; "));
+            }
+            let mut argv = vec![self.engine.program.display().to_string()];
+            argv.extend(remote::argv(self, spec));
+            return Ok(Some(argv));
+        }
         let image = match &self.settings.image {
             Some(image) => image.clone(),
             None => image::own_tag(&render::image_symlinks(spec)),

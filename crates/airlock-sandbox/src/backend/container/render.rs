@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use airlock_config::NetworkMode;
 
-use super::engine::{Endpoint, Engine, EngineName};
+use super::engine::{Engine, EngineName};
 use super::exec::EXEC_PATH;
 use crate::spec::{MountOp, SandboxSpec};
 
@@ -57,18 +57,8 @@ pub struct Plan<'a> {
 
 /// What the container backend cannot honour in `spec` with `engine`: one sentence each, naming
 /// the feature and the alternative. A launch with any of them is refused.
-pub fn unsupported(spec: &SandboxSpec, engine: &Engine, engine_sockets: &[PathBuf]) -> Vec<String> {
+pub fn unsupported(spec: &SandboxSpec, engine_sockets: &[PathBuf]) -> Vec<String> {
     let mut out = Vec::new();
-    if let Endpoint::Remote(url) = &engine.endpoint {
-        out.push(format!(
-            "the container backend runs on a local engine only, and {}={url} is another machine \
-             (its binds would name that machine's files; syncing the project there is not \
-             built yet); unset {} or point it at a unix:// socket on this machine, or use \
-             --backend native",
-            Engine::host_variable(engine.name),
-            Engine::host_variable(engine.name),
-        ));
-    }
     let overlays = targets(spec, |op| matches!(op, MountOp::Overlay { .. }));
     if !overlays.is_empty() {
         out.push(format!(
@@ -110,20 +100,7 @@ pub fn unsupported(spec: &SandboxSpec, engine: &Engine, engine_sockets: &[PathBu
             odd.join(", ")
         ));
     }
-    let bad: Vec<String> = spec
-        .mounts
-        .iter()
-        .flat_map(paths_of)
-        .filter(|p| unmountable(p))
-        .map(|p| format!("{p:?}"))
-        .collect();
-    if !bad.is_empty() {
-        out.push(format!(
-            "the container backend cannot name {} in an engine's --mount (a comma or a control \
-             character); rename it or use --backend native",
-            bad.join(", ")
-        ));
-    }
+    out.extend(unmountable_refusal(spec.mounts.iter().flat_map(paths_of)));
     out.extend(order_problems(spec));
     for socket in engine_sockets {
         for op in &spec.mounts {
@@ -171,6 +148,22 @@ fn paths_of(op: &MountOp) -> Vec<&Path> {
         }
         other => vec![other.target()],
     }
+}
+
+/// The refusal of the paths among `paths` an engine's `--mount` cannot name, if any.
+pub(crate) fn unmountable_refusal<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Option<String> {
+    let bad: Vec<String> = paths
+        .into_iter()
+        .filter(|p| unmountable(p))
+        .map(|p| format!("{p:?}"))
+        .collect();
+    (!bad.is_empty()).then(|| {
+        format!(
+            "the container backend cannot name {} in an engine's --mount (a comma or a control \
+             character); rename it or use --backend native",
+            bad.join(", ")
+        )
+    })
 }
 
 fn unmountable(path: &Path) -> bool {
@@ -230,7 +223,7 @@ pub fn render(
     plan: &Plan<'_>,
     sockets: &[PathBuf],
 ) -> Result<Vec<OsString>, String> {
-    let refused = unsupported(spec, plan.engine, sockets);
+    let refused = unsupported(spec, sockets);
     if !refused.is_empty() {
         return Err(refused.join("; "));
     }

@@ -99,6 +99,13 @@ impl Gates for RunGates<'_> {
         }
     }
 
+    fn bring_back_git(&mut self, staged: &Path) -> Vec<String> {
+        match &self.git {
+            Some(git) => git.bring_back_synced(staged),
+            None => Vec::new(),
+        }
+    }
+
     fn serve_egress(&mut self, listener: std::net::TcpListener) -> Result<(), String> {
         let (Some(policy), Some(log)) = (self.policy.take(), self.log.clone()) else {
             return Err("no egress policy was prepared for this sandbox".into());
