@@ -200,7 +200,7 @@ impl Backend for Container {
         render::unsupported(spec, &self.engine, &self.sockets)
     }
 
-    fn render(&self, spec: &SandboxSpec) -> Result<Option<Vec<String>>, String> {
+    fn render(&self, spec: &SandboxSpec) -> Result<Vec<Vec<String>>, String> {
         let image = match &self.settings.image {
             Some(image) => image.clone(),
             None => image::own_tag(&render::image_symlinks(spec)),
@@ -210,7 +210,7 @@ impl Backend for Container {
         let args = render::render(spec, &self.plan(spec, &image, &files, &name), &self.sockets)?;
         let mut argv = vec![self.engine.program.display().to_string()];
         argv.extend(args.iter().map(|a| a.to_string_lossy().into_owned()));
-        Ok(Some(argv))
+        Ok(vec![argv])
     }
 
     fn launch(&self, spec: &SandboxSpec, gates: &mut dyn Gates) -> Result<Outcome, LaunchError> {

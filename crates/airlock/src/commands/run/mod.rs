@@ -94,11 +94,15 @@ pub fn launch(
     if args.render {
         // The redacted spec: what it names is shown as --print-spec shows it.
         match backend.render(&spec.redacted()) {
-            Ok(Some(argv)) => println!("{}", shell_words(&argv)),
-            Ok(None) => println!(
+            Ok(steps) if steps.is_empty() => println!(
                 "# the {} backend runs no command: airlock itself clones the sandbox",
                 backend.kind().as_str()
             ),
+            Ok(steps) => {
+                for argv in steps {
+                    println!("{}", shell_words(&argv));
+                }
+            }
             Err(e) => bail!("{e}"),
         }
         return Ok(0);
@@ -108,7 +112,10 @@ pub fn launch(
         println!("{}", serde_json::to_string_pretty(&spec.redacted())?);
         return Ok(0);
     }
-    let refused = backend.unsupported(&spec);
+    let mut refused = backend.unsupported(&spec);
+    if backend.kind() == airlock_config::BackendKind::Sbx {
+        refused.extend(gates::refused_in_a_microvm(&settings));
+    }
     if !refused.is_empty() {
         bail!("{}", refused.join("; "));
     }
@@ -133,6 +140,7 @@ pub fn launch(
         );
     }
     let mut gates = gates::RunGates {
+        microvm: backend.kind() == airlock_config::BackendKind::Sbx,
         paths: Some(paths),
         facts: Some(&facts),
         settings: Some(&settings),
@@ -236,8 +244,9 @@ pub(crate) fn plan(
     })
 }
 
-/// The backend of this launch (see [`airlock_sandbox::backend::choose`]), bwrap and the container
-/// engine resolved from PATH entries outside the project and every sandbox-writable directory.
+/// The backend of this launch (see [`airlock_sandbox::backend::choose`]), bwrap, the container
+/// engine and sbx resolved from PATH entries outside the project and every sandbox-writable
+/// directory.
 fn backend_for(
     args: &RunArgs,
     profile: &airlock_config::Profile,
@@ -262,7 +271,27 @@ fn backend_for(
             &|name| std::env::var(name).ok(),
         )
     });
-    backend::select(kind, bwrap, container).map_err(anyhow::Error::msg)
+    let sbx = (kind == airlock_config::BackendKind::Sbx).then(|| {
+        airlock_herdr::sbx_run::resolve(
+            view.find_host_program("sbx", project),
+            carried_variables(profile),
+        )
+        .map(|b| Box::new(b) as Box<dyn backend::Backend>)
+    });
+    backend::select(kind, bwrap, container, sbx).map_err(anyhow::Error::msg)
+}
+
+/// The variables the config itself sets inside (`[sandbox] env_passthrough`,
+/// `[sandbox.environment]`): what the sbx backend carries into its microVM.
+pub(crate) fn carried_variables(
+    profile: &airlock_config::Profile,
+) -> std::collections::BTreeSet<String> {
+    profile
+        .env_passthrough
+        .iter()
+        .chain(profile.environment.keys())
+        .cloned()
+        .collect()
 }
 
 /// `argv` as one line a shell reads back the same (single quotes where needed).

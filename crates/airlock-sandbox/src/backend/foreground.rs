@@ -1,0 +1,72 @@
+//! A host program a backend runs in the foreground (the container engine's `run`, `sbx exec`):
+//! the supervisor waits for it and passes on the signals sent to airlock alone. A terminal's
+//! signals (Ctrl-C) reach the whole foreground group, the program included, so they are not sent
+//! twice; airlock itself does not die of them, so the backend still cleans up after the program.
+
+use std::process::{Child, Command, ExitStatus};
+
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
+
+use crate::native::LaunchError;
+
+/// Spawns `command` and waits for it. `started` runs once it exists (the gates start there); an
+/// error from it kills the program and is returned. `what` names the program in errors.
+pub fn run(
+    command: &mut Command,
+    what: &str,
+    started: &mut dyn FnMut(&mut Child) -> Result<(), LaunchError>,
+) -> Result<ExitStatus, LaunchError> {
+    let mut set = SigSet::empty();
+    for s in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+        Signal::SIGCHLD,
+    ] {
+        set.add(s);
+    }
+    let mut previous = SigSet::empty();
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut previous))
+        .map_err(|e| LaunchError::Start(e.into()))?;
+    let restore = |previous: &SigSet| {
+        let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(previous), None);
+    };
+    // std resets the signal mask in the child, so the program gets signals as usual.
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            restore(&previous);
+            return Err(LaunchError::Setup(format!("cannot run {what}: {e}")));
+        }
+    };
+    let pid = child.id() as libc::pid_t;
+    if let Err(e) = started(&mut child) {
+        // Fail closed: the gates this sandbox was planned with serve it, or it does not run.
+        let _ = child.kill();
+        let _ = child.wait();
+        restore(&previous);
+        return Err(e);
+    }
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Ok(status),
+            Ok(None) => {}
+            Err(e) => break Err(e),
+        }
+        // SAFETY: sigwaitinfo fills the siginfo it is given; the set is blocked.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let sig = unsafe { libc::sigwaitinfo(set.as_ref(), &mut info) };
+        if sig <= 0 || sig == libc::SIGCHLD {
+            continue;
+        }
+        // SAFETY: si_pid is valid for signals a process sent (SI_USER, SI_QUEUE).
+        let sender = unsafe { info.si_pid() };
+        if info.si_code <= 0 && sender != pid {
+            // SAFETY: a signal to our own child, still unreaped.
+            unsafe { libc::kill(pid, sig) };
+        }
+    };
+    restore(&previous);
+    status.map_err(LaunchError::Start)
+}
