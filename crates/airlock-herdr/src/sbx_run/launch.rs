@@ -42,7 +42,9 @@ pub(super) fn run(
     let dir = file.parent().expect("the env file is in a directory");
     write_env(&file, &plan.env)
         .map_err(|e| LaunchError::Setup(format!("cannot write {}: {e}", file.display())))?;
-    let created = b.cli.run_checked(&plan.create, "creating the sandbox", true);
+    let created = b
+        .cli
+        .run_checked(&plan.create, "creating the sandbox", true);
     // sbx has read it; the values live in the VM now, not on the host's disk.
     let _ = std::fs::remove_dir_all(dir);
     created.map_err(|e| LaunchError::Setup(explain(&e)))?;

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 use airlock_config::NetworkMode;
 use airlock_config::ports::PortDirection;
-use airlock_sandbox::spec::{MountOp, PrepareStep};
 use airlock_sandbox::SandboxSpec;
+use airlock_sandbox::spec::{MountOp, PrepareStep};
 
 use crate::backend::sbx::{create_args, exec_args_for};
 use crate::backend::{CreateRequest, ExecRequest};
@@ -80,7 +80,10 @@ pub fn plan(
         .iter()
         .map(|f| format!("127.0.0.1:{}:{}", f.host, f.sandbox))
         .collect();
-    request.memory = spec.limits.memory.map(|bytes| format!("{}m", bytes.div_ceil(1 << 20)));
+    request.memory = spec
+        .limits
+        .memory
+        .map(|bytes| format!("{}m", bytes.div_ceil(1 << 20)));
     request.cpus = spec.limits.cpus_milli.map(|m| (m / 1000).to_string());
     if spec.network == NetworkMode::None {
         request.deny_network = vec![DENY_ALL.to_owned()];
@@ -138,7 +141,11 @@ pub fn unsupported(spec: &SandboxSpec) -> Vec<String> {
             ));
         }
     }
-    if spec.limits.cpus_milli.is_some_and(|m| m == 0 || m % 1000 != 0) {
+    if spec
+        .limits
+        .cpus_milli
+        .is_some_and(|m| m == 0 || m % 1000 != 0)
+    {
         out.push(
             "the sbx backend gives a microVM whole CPUs; set [sandbox.resources] cpus to a whole \
              number, or use --backend native"

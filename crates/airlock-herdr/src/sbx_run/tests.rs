@@ -76,7 +76,14 @@ fn the_spec_renders_to_these_sbx_calls() {
     let names: Vec<&str> = p.env.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(
         names,
-        ["AIRLOCK", "AIRLOCK_PROJECT", "LANG", "LC_ALL", "MY_TOKEN", "TERM"]
+        [
+            "AIRLOCK",
+            "AIRLOCK_PROJECT",
+            "LANG",
+            "LC_ALL",
+            "MY_TOKEN",
+            "TERM"
+        ]
     );
 }
 
@@ -101,7 +108,10 @@ fn the_egress_proxy_is_refused_with_the_ways_out() {
     s.network = NetworkMode::Proxy;
     let e = refusal(&s);
     assert!(e.contains("egress proxy"), "{e}");
-    assert!(e.contains("--network none") && e.contains("--network host"), "{e}");
+    assert!(
+        e.contains("--network none") && e.contains("--network host"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -166,7 +176,10 @@ fn a_pinned_copy_passes_only_while_it_matches_the_host_file() {
     )
     .unwrap();
     let e = refusal(&s);
-    assert!(e.contains(".git/config holds what airlock takes out"), "{e}");
+    assert!(
+        e.contains(".git/config holds what airlock takes out"),
+        "{e}"
+    );
 }
 
 #[test]

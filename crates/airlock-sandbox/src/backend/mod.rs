@@ -91,7 +91,10 @@ pub fn select(
 ) -> Result<Box<dyn Backend>, String> {
     match kind {
         BackendKind::Sbx => sbx.unwrap_or_else(|| {
-            Err("the sbx backend needs the sbx CLI (Docker Sandboxes); or use --backend native".into())
+            Err(
+                "the sbx backend needs the sbx CLI (Docker Sandboxes); or use --backend native"
+                    .into(),
+            )
         }),
         BackendKind::Native => Ok(Box::new(Native)),
         BackendKind::Container => match container {

@@ -161,10 +161,13 @@ fn valid_name(name: &str) -> bool {
 
 /// The `KEY=VALUE` lines of an env file.
 fn env_file(path: &str) -> Result<serde_json::Map<String, Value>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("Error: --env-file {path}: {e}"))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("Error: --env-file {path}: {e}"))?;
     let mut env = serde_json::Map::new();
     for line in text.lines().filter(|l| !l.is_empty()) {
-        let (k, v) = line.split_once('=').ok_or(format!("Error: bad env line {line:?}"))?;
+        let (k, v) = line
+            .split_once('=')
+            .ok_or(format!("Error: bad env line {line:?}"))?;
         env.insert(k.to_owned(), json!(v));
     }
     Ok(env)
