@@ -170,7 +170,7 @@ pub fn unsupported(spec: &SandboxSpec) -> Vec<String> {
     let bad_env: Vec<&str> = spec
         .env
         .iter()
-        .filter(|(k, v)| !valid_env_name(k) || v.contains(['\n', '\r', '\0']))
+        .filter(|(k, v)| !crate::config::valid_env_name(k) || v.contains(['\n', '\r', '\0']))
         .map(|(k, _)| k.as_str())
         .collect();
     if !bad_env.is_empty() {
@@ -297,14 +297,6 @@ fn environment(spec: &SandboxSpec, carried: &BTreeSet<String>) -> Vec<(String, S
         .collect()
 }
 
-fn valid_env_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
 /// `airlock-<sandbox>-<pid>` with everything sbx does not accept in a name (`[A-Za-z0-9.-]`,
 /// starting alphanumeric) made a `-`: a project directory's name never reaches sbx as a flag.
 pub fn sandbox_name(sandbox: &str, pid: u32) -> Result<String, String> {
@@ -321,13 +313,7 @@ pub fn sandbox_name(sandbox: &str, pid: u32) -> Result<String, String> {
     // The hash at the end keeps two projects apart when their names are cut.
     let keep = cleaned.len().saturating_sub(48);
     let name = format!("airlock-{}-{pid}", &cleaned[keep..]);
-    let valid = name.len() >= 2
-        && name != "default"
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
-    if valid {
+    if name.len() >= 2 && name != "default" && crate::config::valid_name_part(&name) {
         Ok(name)
     } else {
         Err(format!(

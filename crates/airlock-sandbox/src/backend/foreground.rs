@@ -17,15 +17,10 @@ pub fn run(
     started: &mut dyn FnMut(&mut Child) -> Result<(), LaunchError>,
 ) -> Result<ExitStatus, LaunchError> {
     let mut set = SigSet::empty();
-    for s in [
-        Signal::SIGINT,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-        Signal::SIGCHLD,
-    ] {
+    for s in crate::native::launch::FORWARDED {
         set.add(s);
     }
+    set.add(Signal::SIGCHLD);
     let mut previous = SigSet::empty();
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut previous))
         .map_err(|e| LaunchError::Start(e.into()))?;

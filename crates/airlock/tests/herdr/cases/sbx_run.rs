@@ -181,44 +181,27 @@ pub fn env_is_filtered_and_never_in_argv() -> Outcome {
 pub fn sbx_not_ready_creates_nothing() -> Outcome {
     let w = World::new();
     let repo = w.git_repo("proj");
-    let r = run_in(
-        &w,
-        &repo,
-        RUNNABLE,
-        &["true"],
-        &[("FAKE_SBX_DAEMON", "down")],
-    );
-    check!(
-        r.code != 0
-            && r.stderr.contains("sbx daemon start")
-            && r.stderr.contains("nothing was created"),
-        "daemon down: {}",
-        r.show()
-    );
-    check!(
-        call(&w, "create").is_none(),
-        "no create: {:?}",
-        sbx_calls(&w)
-    );
-    let r = run_in(
-        &w,
-        &repo,
-        RUNNABLE,
-        &["true"],
-        &[("FAKE_SBX_LOGGED_OUT", "1")],
-    );
-    check!(
-        r.code != 0
-            && r.stderr.contains("run sbx login")
-            && r.stderr.contains("nothing was created"),
-        "logged out: {}",
-        r.show()
-    );
-    check!(
-        call(&w, "create").is_none(),
-        "no create: {:?}",
-        sbx_calls(&w)
-    );
+    for (knob, says) in [
+        ("FAKE_SBX_DAEMON", "sbx daemon start"),
+        ("FAKE_SBX_LOGGED_OUT", "run sbx login"),
+    ] {
+        let value = if knob == "FAKE_SBX_DAEMON" {
+            "down"
+        } else {
+            "1"
+        };
+        let r = run_in(&w, &repo, RUNNABLE, &["true"], &[(knob, value)]);
+        check!(
+            r.code != 0 && r.stderr.contains(says) && r.stderr.contains("nothing was created"),
+            "{knob}: {}",
+            r.show()
+        );
+        check!(
+            call(&w, "create").is_none(),
+            "no create: {:?}",
+            sbx_calls(&w)
+        );
+    }
     let calls = sbx_calls(&w).len();
     let r = run_in(&w, &repo, RUNNABLE, &["true"], &[("PATH", "/usr/bin:/bin")]);
     check!(
