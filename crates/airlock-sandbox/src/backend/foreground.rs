@@ -27,7 +27,16 @@ pub fn run(
     let restore = |previous: &SigSet| {
         let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(previous), None);
     };
-    // std resets the signal mask in the child, so the program gets signals as usual.
+    // The program must get signals as usual: start it with an empty mask (std's spawn keeps
+    // the caller's, which blocks the very signals passed on to it).
+    // SAFETY: the hook only calls sigprocmask, which is async-signal-safe.
+    unsafe {
+        use std::os::unix::process::CommandExt as _;
+        command.pre_exec(|| {
+            sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
+                .map_err(std::io::Error::from)
+        });
+    }
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {

@@ -51,7 +51,13 @@ pub fn launch(
     mut loaded: airlock_config::LoadedConfig,
     args: &RunArgs,
 ) -> anyhow::Result<i32> {
-    if !args.plan_only() {
+    // A microVM takes its limits from sbx, not from a cgroup of this machine.
+    let microvm = airlock_sandbox::backend::choose(
+        args.backend.map(crate::cli::BackendArg::kind),
+        loaded.profile.backend,
+        std::env::var_os("AIRLOCK_BACKEND").as_deref(),
+    ) == Ok(airlock_config::BackendKind::Sbx);
+    if !args.plan_only() && !microvm {
         enter_scope_for_limits(paths, project, &loaded.profile.resources, args.verbose)?;
     }
     let Plan {
@@ -113,7 +119,7 @@ pub fn launch(
         return Ok(0);
     }
     let mut refused = backend.unsupported(&spec);
-    if backend.kind() == airlock_config::BackendKind::Sbx {
+    if microvm {
         refused.extend(gates::refused_in_a_microvm(&settings));
     }
     if !refused.is_empty() {
@@ -126,7 +132,7 @@ pub fn launch(
         print!("{}", launch.render());
         return Ok(0);
     }
-    if native::landlock::abi().is_none() {
+    if native::landlock::abi().is_none() && !microvm {
         warn_once_without_landlock(paths);
     }
     if args.verbose {
@@ -140,7 +146,7 @@ pub fn launch(
         );
     }
     let mut gates = gates::RunGates {
-        microvm: backend.kind() == airlock_config::BackendKind::Sbx,
+        microvm,
         paths: Some(paths),
         facts: Some(&facts),
         settings: Some(&settings),

@@ -46,6 +46,10 @@ pub const CASES: &[Case] = &[
         sbx_run::hostile_names_cannot_inject_flags,
     ),
     ("sbx_run_render_and_doctor", sbx_run::render_and_doctor),
+    (
+        "sbx_run_a_signal_still_removes_the_vm",
+        sbx_run::a_signal_still_removes_the_vm,
+    ),
     ("airlock_backend_mount_flow", airlock_backend::mount_flow),
     (
         "airlock_backend_default_follows_sbx",

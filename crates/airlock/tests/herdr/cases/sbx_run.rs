@@ -345,6 +345,31 @@ pub fn render_and_doctor() -> Outcome {
         "render calls no sbx: {:?}",
         sbx_calls(&w)
     );
+    // The same from `$AIRLOCK_BACKEND` and from `[sandbox] backend`.
+    let without: Vec<&str> = args
+        .iter()
+        .copied()
+        .filter(|a| *a != "--backend" && *a != "sbx")
+        .collect();
+    let by_env = w.airlock(&without, &[("AIRLOCK_BACKEND", "sbx")]);
+    check!(
+        by_env.code == 0
+            && by_env.stdout.lines().count() == 3
+            && by_env.stdout.contains(" create --name "),
+        "AIRLOCK_BACKEND=sbx: {}",
+        by_env.show()
+    );
+    let config = w.root.join("config/airlock");
+    std::fs::create_dir_all(&config).expect("mkdir");
+    std::fs::write(config.join("config.toml"), "[sandbox]\nbackend = \"sbx\"\n").expect("config");
+    let by_config = w.airlock(&without, &[]);
+    check!(
+        by_config.code == 0
+            && by_config.stdout.lines().count() == 3
+            && by_config.stdout.contains(" exec --interactive "),
+        "[sandbox] backend = \"sbx\": {}",
+        by_config.show()
+    );
     let r = w.airlock(&["doctor"], &[]);
     check!(
         r.stdout.contains("backend sbx") && r.stdout.contains("signed in"),
@@ -357,5 +382,44 @@ pub fn render_and_doctor() -> Outcome {
         "doctor says how: {}",
         r.show()
     );
+    Ok(())
+}
+
+/// A SIGTERM to airlock while the command runs is passed on to `sbx exec`, and the VM is still
+/// removed before airlock dies of the same signal.
+pub fn a_signal_still_removes_the_vm() -> Outcome {
+    let w = World::new();
+    let repo = w.git_repo("proj");
+    let mark = w.root.join("started");
+    let script = format!("touch '{}'; exec sleep 10", mark.display());
+    let p = repo.display().to_string();
+    let mut args = vec!["run", "--backend", "sbx", "--project", p.as_str()];
+    args.extend(RUNNABLE);
+    args.extend(["--", "sh", "-c", script.as_str()]);
+    let mut child = w
+        .command(&w.plugin_root.join("bin/airlock"))
+        .args(&args)
+        .env("FAKE_SBX_RUN", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    w.wait_for("the command to start in the VM", || mark.exists())?;
+    // SAFETY: a signal to our own child, still unreaped.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let status = child.wait().map_err(|e| e.to_string())?;
+    use std::os::unix::process::ExitStatusExt as _;
+    check!(
+        status.signal() == Some(libc::SIGTERM),
+        "airlock dies of the signal: {status:?}"
+    );
+    let name = call(&w, "create").expect("create")[2].clone();
+    check!(
+        call(&w, "rm") == Some(vec!["rm".into(), "--force".into(), name.clone()]),
+        "the VM is removed: {:?}",
+        sbx_calls(&w)
+    );
+    check!(w.sandbox(&name).is_none(), "nothing is left in sbx");
     Ok(())
 }
