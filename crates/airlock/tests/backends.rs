@@ -6,7 +6,7 @@
 mod common;
 
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use common::{TestHome, report, stderr, stdout, write};
 
@@ -21,14 +21,11 @@ fn bwrap_installed() -> bool {
     ok
 }
 
-fn run_with(h: &TestHome, env: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut cmd = h.airlock(args);
-    cmd.env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("SHELL", "/bin/sh");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("spawn airlock")
+/// `run --backend bwrap --network none -- <workload>`.
+fn in_bwrap<'a>(workload: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["run", "--backend", "bwrap", "--network", "none", "--"];
+    args.extend_from_slice(workload);
+    args
 }
 
 #[test]
@@ -37,8 +34,7 @@ fn render_prints_the_bwrap_command_and_native_says_it_runs_none() {
         return;
     }
     let h = TestHome::new("home/code/app");
-    let out = run_with(
-        &h,
+    let out = h.run_env(
         &[],
         &[
             "run",
@@ -66,7 +62,7 @@ fn render_prints_the_bwrap_command_and_native_says_it_runs_none() {
     // --render starts nothing: no state for the project.
     assert!(!h.sandboxes().exists(), "{}", h.sandboxes().display());
 
-    let out = run_with(&h, &[], &["run", "--print-spec", "--render", "--", "true"]);
+    let out = h.run(&["run", "--print-spec", "--render", "--", "true"]);
     assert!(out.status.success(), "{}", report(&out));
     assert!(stdout(&out).contains("the native backend runs no command"));
 }
@@ -74,7 +70,7 @@ fn render_prints_the_bwrap_command_and_native_says_it_runs_none() {
 #[test]
 fn a_variable_naming_no_backend_is_refused_before_anything_runs() {
     let h = TestHome::new("home/code/app");
-    let out = run_with(&h, &[("AIRLOCK_BACKEND", "docker")], &["run", "--", "true"]);
+    let out = h.run_env(&[("AIRLOCK_BACKEND", "docker")], &["run", "--", "true"]);
     assert_eq!(out.status.code(), Some(125), "{}", report(&out));
     assert!(
         stderr(&out)
@@ -117,18 +113,8 @@ fn bwrap_overlays_keep_writes_in_the_sandbox_and_a_mount_beneath_one_is_refused(
          ls /run/airlock/overlays/0 | wc -l",
         n = notes.display()
     );
-    let args = [
-        "run",
-        "--backend",
-        "bwrap",
-        "--network",
-        "none",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ];
-    let out = run_with(&h, &[], &args);
+    let args = in_bwrap(&["sh", "-c", &script]);
+    let out = h.run(&args);
     assert!(out.status.success(), "{}", report(&out));
     // The host's file first, then the sandbox's own copy; the staged layers are gone inside.
     assert_eq!(stdout(&out), "host\nsandbox\n0\n", "{}", report(&out));
@@ -141,19 +127,8 @@ fn bwrap_overlays_keep_writes_in_the_sandbox_and_a_mount_beneath_one_is_refused(
         "an overlay write reached the host"
     );
     // The next session sees what the last one kept, as in native.
-    let again = [
-        "run",
-        "--backend",
-        "bwrap",
-        "--network",
-        "none",
-        "--",
-        "cat",
-    ];
-    let mut again = again.to_vec();
     let added = notes.join("added").display().to_string();
-    again.push(&added);
-    let out = run_with(&h, &[], &again);
+    let out = h.run(&in_bwrap(&["cat", &added]));
     assert_eq!(stdout(&out), "new\n", "{}", report(&out));
 
     // A hidden file beneath the overlay would end up under it: refused before anything runs.
@@ -161,12 +136,12 @@ fn bwrap_overlays_keep_writes_in_the_sandbox_and_a_mount_beneath_one_is_refused(
         "[[sandbox.mounts]]\npath = \"~/notes\"\nmode = \"overlay\"\n\n\
          [[sandbox.mounts]]\npath = \"~/notes/todo\"\nmode = \"hidden\"\n",
     );
-    let out = run_with(&h, &[], &["run", "--backend", "bwrap", "--", "true"]);
+    let out = h.run(&["run", "--backend", "bwrap", "--", "true"]);
     assert_eq!(out.status.code(), Some(125), "{}", report(&out));
     let err = stderr(&out);
     assert!(err.contains("is mounted beneath the overlay on"), "{err}");
     assert!(err.contains("--backend native"), "{err}");
-    let out = run_with(&h, &[], &["run", "--network", "none", "--", "true"]);
+    let out = h.run(&["run", "--network", "none", "--", "true"]);
     assert!(
         out.status.success(),
         "native takes the same spec: {}",
@@ -191,12 +166,12 @@ fn the_config_chooses_bwrap_and_the_flag_wins_over_it() {
         "-c",
         "cat /proc/1/comm",
     ];
-    let out = run_with(&h, &[], &probe);
+    let out = h.run(&probe);
     assert!(out.status.success(), "{}", report(&out));
     assert_eq!(stdout(&out).trim(), "bwrap", "{}", report(&out));
     let mut native = vec!["run", "--backend", "native"];
     native.extend_from_slice(&probe[1..]);
-    let out = run_with(&h, &[("AIRLOCK_BACKEND", "bwrap")], &native);
+    let out = h.run_env(&[("AIRLOCK_BACKEND", "bwrap")], &native);
     assert!(out.status.success(), "{}", report(&out));
     assert_ne!(stdout(&out).trim(), "bwrap", "{}", report(&out));
 }
@@ -208,14 +183,12 @@ fn bwrap_passes_the_exit_status_the_signal_and_only_the_specs_environment() {
     }
     let h = TestHome::new("home/code/app");
     let env = [("AIRLOCK_BACKEND", "bwrap")];
-    let out = run_with(
-        &h,
+    let out = h.run_env(
         &env,
         &["run", "--network", "none", "--", "sh", "-c", "exit 7"],
     );
     assert_eq!(out.status.code(), Some(7), "{}", report(&out));
-    let out = run_with(
-        &h,
+    let out = h.run_env(
         &env,
         &[
             "run",
@@ -228,8 +201,7 @@ fn bwrap_passes_the_exit_status_the_signal_and_only_the_specs_environment() {
         ],
     );
     assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{}", report(&out));
-    let out = run_with(
-        &h,
+    let out = h.run_env(
         &[("AIRLOCK_BACKEND", "bwrap"), ("SECRET_TOKEN", "s3cr3t")],
         &["run", "--network", "none", "--", "env"],
     );
@@ -252,8 +224,7 @@ fn bwrap_keeps_env_files_hidden_and_the_host_read_only() {
     let script = "cat .env; echo x > /usr/planted 2>/dev/null && echo WROTE; \
                   echo new > .env.local; sleep 0.5; cat .env.local; \
                   chmod 666 /dev/null 2>/dev/null && echo CHMOD; echo ok > /dev/null && echo devnull";
-    let out = run_with(
-        &h,
+    let out = h.run_env(
         &[("AIRLOCK_BACKEND", "bwrap")],
         &["run", "--network", "none", "--", "sh", "-c", script],
     );
@@ -279,17 +250,7 @@ fn a_second_bwrap_session_sees_the_first_ones_layer_and_keeps_nothing() {
     // Session A owns the layer: it writes, then waits (the markers are in the project).
     let first =
         format!("echo from-a > {n}/todo; : > ready; while [ ! -e stop ]; do sleep 0.05; done");
-    let mut a = h.airlock(&[
-        "run",
-        "--backend",
-        "bwrap",
-        "--network",
-        "none",
-        "--",
-        "sh",
-        "-c",
-        &first,
-    ]);
+    let mut a = h.airlock(&in_bwrap(&["sh", "-c", &first]));
     a.env("PATH", "/usr/local/bin:/usr/bin:/bin");
     let mut a = a.spawn().unwrap();
     let project_ready = h.project.join("ready");
@@ -303,38 +264,13 @@ fn a_second_bwrap_session_sees_the_first_ones_layer_and_keeps_nothing() {
     }
     // Session B: the owner's upper read-only above the host's dir, its own writes thrown away.
     let second = format!("cat {n}/todo; echo from-b > {n}/todo; cat {n}/todo");
-    let out = run_with(
-        &h,
-        &[],
-        &[
-            "run",
-            "--backend",
-            "bwrap",
-            "--network",
-            "none",
-            "--",
-            "sh",
-            "-c",
-            &second,
-        ],
-    );
+    let out = h.run(&in_bwrap(&["sh", "-c", &second]));
     std::fs::write(h.project.join("stop"), "").unwrap();
     assert!(a.wait().unwrap().success());
     assert!(out.status.success(), "{}", report(&out));
     assert_eq!(stdout(&out), "from-a\nfrom-b\n", "{}", report(&out));
-    let after = [
-        "run",
-        "--backend",
-        "bwrap",
-        "--network",
-        "none",
-        "--",
-        "cat",
-    ];
-    let mut after = after.to_vec();
     let todo = notes.join("todo").display().to_string();
-    after.push(&todo);
-    let out = run_with(&h, &[], &after);
+    let out = h.run(&in_bwrap(&["cat", &todo]));
     assert_eq!(
         stdout(&out),
         "from-a\n",

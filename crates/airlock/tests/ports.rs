@@ -13,6 +13,7 @@ use std::process::Command;
 
 use common::TestHome;
 use common::ports::*;
+use common::users::{as_user, other_user};
 
 #[test]
 fn publish_opens_a_sandbox_server_on_the_hosts_loopback_only_until_the_session_ends() {

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::ports::*;
+use common::users::{as_user, chown_tree, other_user};
 use common::{AIRLOCK, TestHome};
 
 #[test]

@@ -9,6 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "../../../airlock-sockets/tests/support/session_bus.rs"]
+mod session_bus;
+use session_bus::SessionBus;
+
 /// The server: `argv[3]` says what it does after each Notify: `allow`/`deny` invoke that
 /// action, `default` clicks the body, `dismiss` closes it, `forge` has a second connection emit
 /// `ActionInvoked(id, "allow-once")` (which must count for nothing), `silent` nothing.
@@ -67,20 +71,6 @@ log.write(json.dumps({"call": "ready"}) + "\n")
 GLib.MainLoop().run()
 "#;
 
-pub const BUS_CONFIG: &str = r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path=@BUS@</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-"#;
-
 pub const PYTHON: &str = "/usr/bin/python3";
 
 pub fn available() -> bool {
@@ -105,29 +95,17 @@ pub fn available() -> bool {
 pub struct Desktop {
     pub dir: tempfile::TempDir,
     pub socket: PathBuf,
-    daemon: Child,
     server: Child,
+    _bus: SessionBus,
 }
 
 impl Desktop {
     pub fn start(mode: &str, caps: &str) -> Desktop {
         let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("bus");
-        let config = dir.path().join("bus.conf");
-        fs::write(
-            &config,
-            BUS_CONFIG.replace("@BUS@", &socket.display().to_string()),
-        )
-        .unwrap();
-        let daemon = Command::new("/usr/bin/dbus-daemon")
-            .arg(format!("--config-file={}", config.display()))
-            .arg("--nofork")
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        wait_for("the bus socket", || socket.exists());
+        let bus = SessionBus::start(Path::new("/usr/bin/dbus-daemon"), dir.path());
+        let socket = bus.socket.clone();
         let log = dir.path().join("calls.jsonl");
-        let address = format!("unix:path={}", socket.display());
+        let address = bus.address.clone();
         let server = Command::new(PYTHON)
             .args([
                 "-c",
@@ -142,8 +120,8 @@ impl Desktop {
         let desktop = Desktop {
             dir,
             socket,
-            daemon,
             server,
+            _bus: bus,
         };
         wait_for("the notification server", || {
             desktop.calls().iter().any(|c| c["call"] == "ready")
@@ -170,10 +148,8 @@ impl Desktop {
 
 impl Drop for Desktop {
     fn drop(&mut self) {
-        for child in [&mut self.server, &mut self.daemon] {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        let _ = self.server.kill();
+        let _ = self.server.wait();
     }
 }
 

@@ -5,13 +5,16 @@
 #![allow(dead_code)]
 
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use airlock_sockets::portal::PortalProxy;
+
+#[path = "session_bus.rs"]
+mod session_bus;
+use session_bus::SessionBus;
 
 pub const PROXY: &str = "/usr/bin/xdg-dbus-proxy";
 
@@ -65,21 +68,6 @@ Portal(portal_bus, "/other")
 Secrets(secrets_bus, "/org/freedesktop/secrets")
 log.write("ready\n")
 GLib.MainLoop().run()
-"#;
-
-/// A session bus config without service directories (nothing gets activated) or includes.
-pub const BUS_CONFIG: &str = r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path=@BUS@</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
 "#;
 
 pub fn on_path(program: &str) -> Option<PathBuf> {
@@ -145,16 +133,14 @@ pub struct Bus {
     pub dir: tempfile::TempDir,
     pub address: String,
     pub calls: PathBuf,
-    daemon: Child,
     fake: Child,
+    _bus: SessionBus,
 }
 
 impl Drop for Bus {
     fn drop(&mut self) {
-        for child in [&mut self.fake, &mut self.daemon] {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        let _ = self.fake.kill();
+        let _ = self.fake.wait();
     }
 }
 
@@ -169,29 +155,8 @@ pub fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
 impl Bus {
     pub fn start(tools: &Tools) -> Bus {
         let dir = tempfile::tempdir().unwrap();
-        let bus_path = dir.path().join("bus");
-        let config = dir.path().join("session.conf");
-        fs::write(
-            &config,
-            BUS_CONFIG.replace("@BUS@", bus_path.to_str().unwrap()),
-        )
-        .unwrap();
-        let mut daemon = Command::new(&tools.dbus_daemon)
-            .arg("--nofork")
-            .arg("--print-address")
-            .arg(format!("--config-file={}", config.display()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        // The address is printed once the bus listens.
-        let mut line = String::new();
-        BufReader::new(daemon.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(line.starts_with("unix:path="), "dbus-daemon said {line:?}");
-        let address = format!("unix:path={}", bus_path.display());
+        let session = SessionBus::start(&tools.dbus_daemon, dir.path());
+        let address = session.address.clone();
 
         let script = dir.path().join("fake.py");
         fs::write(&script, FAKE).unwrap();
@@ -207,8 +172,8 @@ impl Bus {
             dir,
             address,
             calls,
-            daemon,
             fake,
+            _bus: session,
         };
         wait_for("the fake portal", Duration::from_secs(10), || {
             bus.calls_log().contains("ready\n")

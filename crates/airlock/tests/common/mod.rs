@@ -7,6 +7,7 @@ pub mod modes;
 pub mod netlog;
 pub mod ports;
 pub mod tmux;
+pub mod users;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -53,11 +54,16 @@ impl TestHome {
 
     /// airlock with `args` run to completion, with a plain `PATH` and `SHELL=/bin/sh`.
     pub fn run(&self, args: &[&str]) -> Output {
-        self.airlock(args)
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        self.run_env(&[], args)
+    }
+
+    /// [`TestHome::run`] with `env` added to (or overriding) that environment.
+    pub fn run_env(&self, env: &[(&str, &str)], args: &[&str]) -> Output {
+        let mut cmd = self.airlock(args);
+        cmd.env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("SHELL", "/bin/sh")
-            .output()
-            .expect("spawn airlock")
+            .envs(env.iter().copied());
+        cmd.output().expect("spawn airlock")
     }
 
     /// Writes `~/.config/airlock/config.toml` and returns its path.

@@ -7,6 +7,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+#[path = "../common/users.rs"]
+mod users;
+pub use users::other_user;
+
 pub type Outcome = Result<(), String>;
 
 /// Fails the case with a message unless `cond`.
@@ -27,6 +31,8 @@ pub struct World {
     pub config_dir: PathBuf,
     pub state_dir: PathBuf,
     pub env: Vec<(String, String)>,
+    /// Every command runs as this uid:gid ([`World::hand_to`]); `None`: as the test's own user.
+    user: Option<(u32, u32)>,
 }
 
 /// A finished action: exit code, parsed result line, raw output.
@@ -135,6 +141,7 @@ impl World {
             config_dir,
             state_dir,
             env,
+            user: None,
         };
         world.herdr_state(|s| {
             *s = json!({"panes": {"w1:p1": {"workspace_id": "w1", "label": "main"}}, "next": 100})
@@ -154,7 +161,21 @@ impl World {
         for (k, v) in &self.env {
             c.env(k, v);
         }
+        if let Some(user) = self.user {
+            users::as_user(&mut c, user);
+        }
         c
+    }
+
+    /// From now on the plugin, the fakes and the sandboxes run as `user`, who owns the whole
+    /// world (the harness, as root, still reads and writes its files in place).
+    pub fn user(&self) -> Option<(u32, u32)> {
+        self.user
+    }
+
+    pub fn hand_to(&mut self, user: (u32, u32)) {
+        users::chown_tree(&self.root, user);
+        self.user = Some(user);
     }
 
     pub fn write_config(&self, config: Value) {

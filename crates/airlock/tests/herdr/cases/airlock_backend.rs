@@ -88,6 +88,24 @@ pub fn mount_flow() -> Outcome {
     let Some((w, repo)) = airlock_world(json!({}))? else {
         return Ok(());
     };
+    mount_flow_in(w, repo)
+}
+
+/// The same flow with the plugin, herdr, the bridge and the sandboxes all run by the
+/// unprivileged test user, as a developer runs them.
+pub fn mount_flow_as_the_unprivileged_user() -> Outcome {
+    let Some(user) = crate::world::other_user() else {
+        println!("skip: needs root to run the plugin as the unprivileged user (AIRLOCK_TEST_USER)");
+        return Ok(());
+    };
+    let Some((mut w, repo)) = airlock_world(json!({}))? else {
+        return Ok(());
+    };
+    w.hand_to(user);
+    mount_flow_in(w, repo)
+}
+
+fn mount_flow_in(w: World, repo: PathBuf) -> Outcome {
     std::fs::write(
         w.home.join(".profile"),
         "echo \"shell-up airlock=$AIRLOCK\"\n",
@@ -126,6 +144,15 @@ pub fn mount_flow() -> Outcome {
         repo.join(".agent-ran").exists(),
         "its write reached the worktree"
     );
+    if let Some((uid, _)) = w.user() {
+        use std::os::unix::fs::MetadataExt as _;
+        let owner = std::fs::metadata(repo.join(".agent-ran")).map_err(|e| e.to_string())?;
+        check!(
+            owner.uid() == uid,
+            "the agent wrote as the user {uid}, not {}",
+            owner.uid()
+        );
+    }
     let m = w.mapping(&pane).ok_or("mapping")?;
     check!(
         m["backend"] == "airlock" && m["lifecycleState"] == "ready" && m["lastError"].is_null(),

@@ -2,6 +2,7 @@
 
 pub mod airlock_attack;
 pub mod airlock_backend;
+pub mod airlock_report;
 pub mod bad_input;
 pub mod deletion;
 pub mod flow;
@@ -51,6 +52,14 @@ pub const CASES: &[Case] = &[
         sbx_run::a_signal_still_removes_the_vm,
     ),
     ("airlock_backend_mount_flow", airlock_backend::mount_flow),
+    (
+        "airlock_backend_mount_flow_as_the_unprivileged_user",
+        airlock_backend::mount_flow_as_the_unprivileged_user,
+    ),
+    (
+        "airlock_backend_agent_reports_reach_herdr_only_for_its_own_pane",
+        airlock_report::agent_reports_reach_herdr_only_for_its_own_pane,
+    ),
     (
         "airlock_backend_default_follows_sbx",
         airlock_attack::default_follows_sbx_and_doctor_says_why,
