@@ -6,7 +6,8 @@
 //! the project for its own namespaces (the host's `/usr` and `/etc`, the synthetic home, tool
 //! configs, the bridge) is not carried: the VM sees less of the host, never more. What is carried:
 //! the project (sbx's workspace, at the same path, writable), the read-only paths in it (`.git`
-//! in the `readonly` git mode) and `[[sandbox.mounts]]` binds at their own path, as `PATH[:ro]`.
+//! in the `readonly` git mode, also when a linked worktree's repository lies outside it) and
+//! `[[sandbox.mounts]]` binds at their own path, as `PATH[:ro]`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,9 @@ use airlock_sandbox::spec::{MountOp, PrepareStep};
 
 use crate::backend::sbx::{create_args, exec_args_for};
 use crate::backend::{CreateRequest, ExecRequest};
+
+/// What the git tool sets to the repository it keeps read-only (`airlock_tools::git::hint`).
+const GIT_READONLY_ENV: &str = "AIRLOCK_GIT_READONLY";
 
 /// The sbx agent a plain command runs under: sbx's generic one, a shell.
 pub const AGENT: &str = "shell";
@@ -187,6 +191,9 @@ pub fn unsupported(spec: &SandboxSpec) -> Vec<String> {
 /// and each `[[sandbox.mounts]]` bind at its own path; or every mount sbx cannot make.
 fn workspaces(spec: &SandboxSpec) -> Result<Vec<String>, Vec<String>> {
     let project = &spec.project;
+    // The repository the `readonly` git mode keeps read-only: outside the project for a linked
+    // worktree (`run --worktree`), whose `.git` file points there.
+    let git_dir = spec.env.get(GIT_READONLY_ENV).map(Path::new);
     let mut paths = vec![project.clone()];
     let mut problems = Vec::new();
     for op in &spec.mounts {
@@ -196,7 +203,8 @@ fn workspaces(spec: &SandboxSpec) -> Result<Vec<String>, Vec<String>> {
             .get(target)
             .filter(|o| o.contains("[[sandbox.mounts]]"));
         let inside = target.starts_with(project);
-        if !inside && custom.is_none() {
+        let guarded = inside || git_dir.is_some_and(|g| target.starts_with(g));
+        if !guarded && custom.is_none() {
             continue; // airlock's own plumbing for its namespaces: the VM has its own system
         }
         match op {
@@ -215,7 +223,7 @@ fn workspaces(spec: &SandboxSpec) -> Result<Vec<String>, Vec<String>> {
                 }
                 paths.push(PathBuf::from(path));
             }
-            MountOp::Bind { source, .. } if inside && pin_is_a_copy(spec, source, target) => {}
+            MountOp::Bind { source, .. } if guarded && pin_is_a_copy(spec, source, target) => {}
             other => problems.push(format!(
                 "the sbx backend mounts the project as a whole workspace and can add only \
                  same-path binds (read-only inside it), not {} at {}{}; {}",
@@ -273,11 +281,13 @@ fn kind(op: &MountOp) -> &'static str {
 
 fn way_out(op: &MountOp, spec: &SandboxSpec) -> String {
     let git = spec.project.join(".git");
+    let linked = spec.env.get(GIT_READONLY_ENV).map(Path::new);
+    let in_git = |t: &Path| t.starts_with(&git) || linked.is_some_and(|g| t.starts_with(g));
     match op {
         MountOp::Overlay { target, .. } if target.starts_with(&git) => {
             "use --git-mode readonly (.git read-only in the VM), or --backend native".into()
         }
-        MountOp::Bind { target, .. } if target.starts_with(&git) => format!(
+        MountOp::Bind { target, .. } if in_git(target) => format!(
             "{} holds what airlock takes out for the sandbox (credentials, tokens); remove them \
              from it, or use --backend native",
             target.display()

@@ -256,3 +256,41 @@ fn hostile_values_cannot_become_sbx_flags() {
     s.env.insert("MY_TOKEN".into(), "a\nEVIL=1".into());
     assert!(refusal(&s).contains("MY_TOKEN has a newline"));
 }
+
+#[test]
+fn a_linked_worktrees_repository_outside_the_project_is_read_only_and_checked_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let main_git = dir.path().join("main/.git");
+    std::fs::create_dir_all(&main_git).unwrap();
+    std::fs::write(main_git.join("config"), "[core]\n\tbare = false\n").unwrap();
+    let mut s = spec();
+    s.env.insert(
+        "AIRLOCK_GIT_READONLY".into(),
+        main_git.display().to_string(),
+    );
+    s.mounts.push(MountOp::Bind {
+        source: main_git.clone(),
+        target: main_git.clone(),
+        writable: false,
+    });
+    let generated = PathBuf::from("/state/generated/git-config");
+    s.mounts.push(MountOp::Bind {
+        source: generated.clone(),
+        target: main_git.join("config"),
+        writable: false,
+    });
+    s.prepare.push(PrepareStep::WriteFile {
+        path: generated,
+        content: "[core]\n\tbare = false\n".into(),
+    });
+    let p = planned(&s).unwrap();
+    let ro = format!("{}:ro", main_git.display());
+    assert_eq!(p.create.last(), Some(&ro), "{:?}", p.create);
+    std::fs::write(
+        main_git.join("config"),
+        "[remote \"o\"]\n\turl = https://x:tok@example.com/r\n",
+    )
+    .unwrap();
+    let e = refusal(&s);
+    assert!(e.contains("config holds what airlock takes out"), "{e}");
+}

@@ -51,6 +51,10 @@ pub const CASES: &[Case] = &[
         "sbx_run_a_signal_still_removes_the_vm",
         sbx_run::a_signal_still_removes_the_vm,
     ),
+    (
+        "sbx_run_a_worktree_carries_its_repository_read_only",
+        sbx_run::a_worktree_carries_its_repository_read_only,
+    ),
     ("airlock_backend_mount_flow", airlock_backend::mount_flow),
     (
         "airlock_backend_mount_flow_as_the_unprivileged_user",

@@ -419,3 +419,31 @@ pub fn a_signal_still_removes_the_vm() -> Outcome {
     let name = call(&w, "create").expect("create")[2].clone();
     removed(&w, &name)
 }
+
+/// `run --worktree` with sbx: the worktree is the workspace, and the repository its `.git` file
+/// points to, outside it, is carried read-only (git works inside, and cannot be written).
+pub fn a_worktree_carries_its_repository_read_only() -> Outcome {
+    let w = World::new();
+    let repo = w.git_repo("proj");
+    let mut flags = vec!["--worktree=feat"];
+    flags.extend(RUNNABLE);
+    let r = run_in(
+        &w,
+        &repo,
+        &flags,
+        &["git", "rev-parse", "--abbrev-ref", "HEAD"],
+        &[],
+    );
+    check!(
+        r.code == 0 && r.stdout.contains("feat"),
+        "runs in the worktree: {}",
+        r.show()
+    );
+    let create = call(&w, "create").expect("create");
+    let git_ro = format!("{}/.git:ro", repo.display());
+    check!(
+        create[6].ends_with("/worktrees/feat") && create[7..].contains(&git_ro),
+        "the worktree, then its repository read-only: {create:?}"
+    );
+    Ok(())
+}
