@@ -19,11 +19,6 @@ pub(super) fn env_file(spec: &SandboxSpec) -> PathBuf {
         .join("env")
 }
 
-pub(super) fn is_terminal() -> bool {
-    // SAFETY: isatty only reads the descriptor's state.
-    unsafe { libc::isatty(0) == 1 && libc::isatty(1) == 1 }
-}
-
 pub(super) fn run(
     b: &SbxRun,
     spec: &SandboxSpec,
@@ -32,7 +27,7 @@ pub(super) fn run(
     let file = env_file(spec);
     let session = plan::Session {
         pid: std::process::id(),
-        tty: is_terminal(),
+        tty: foreground::is_terminal(),
         env_file: &file,
     };
     // The gates may have changed the spec since it was checked: check it again.

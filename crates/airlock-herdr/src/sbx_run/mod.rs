@@ -135,7 +135,7 @@ impl Backend for SbxRun {
         let env_file = launch::env_file(spec);
         let session = plan::Session {
             pid: std::process::id(),
-            tty: launch::is_terminal(),
+            tty: airlock_sandbox::backend::foreground::is_terminal(),
             env_file: &env_file,
         };
         let plan = plan::plan(spec, &self.carried, &session)?;

@@ -9,6 +9,13 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
 
 use crate::native::LaunchError;
 
+/// Whether stdin and stdout are both a terminal: the program then gets a terminal of its own
+/// (the engine's `-t`, `sbx exec --tty`).
+pub fn is_terminal() -> bool {
+    // SAFETY: isatty only reads the descriptor's state.
+    unsafe { libc::isatty(0) == 1 && libc::isatty(1) == 1 }
+}
+
 /// Spawns `command` and waits for it. `started` runs once it exists (the gates start there); an
 /// error from it kills the program and is returned. `what` names the program in errors.
 pub fn run(

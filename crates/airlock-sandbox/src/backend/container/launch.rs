@@ -31,11 +31,6 @@ pub(super) fn container_name(spec: &SandboxSpec) -> String {
     format!("airlock-{}-{}", spec.name, std::process::id())
 }
 
-pub(super) fn is_terminal() -> bool {
-    // SAFETY: isatty only reads the descriptor's state.
-    unsafe { libc::isatty(0) == 1 && libc::isatty(1) == 1 }
-}
-
 pub(super) fn run(
     c: &Container,
     spec: &SandboxSpec,

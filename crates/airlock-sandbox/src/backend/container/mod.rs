@@ -186,7 +186,7 @@ impl Container {
             files,
             name,
             keep: self.settings.keep,
-            tty: launch::is_terminal() && !spec.argv.is_empty(),
+            tty: super::foreground::is_terminal() && !spec.argv.is_empty(),
         }
     }
 }
