@@ -75,7 +75,7 @@ pub struct HostCommandEntry {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxSection {
-    /// `backend = "native" | "bwrap" | "container"`: what launches the sandbox.
+    /// `backend = "native" | "bwrap" | "container" | "sbx"`: what launches the sandbox.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backend: Option<BackendKind>,
     /// `[sandbox.container]`: the container backend's engine, image and `keep`.
@@ -112,20 +112,22 @@ pub struct SandboxSection {
 }
 
 /// What launches a sandbox: airlock's own namespaces (`native`), bubblewrap (`bwrap`) or a
-/// container engine, podman or docker (`container`).
+/// container engine, podman or docker (`container`), or a Docker Sandboxes microVM (`sbx`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BackendKind {
     Native,
     Bwrap,
     Container,
+    Sbx,
 }
 
 impl BackendKind {
-    pub const ALL: [BackendKind; 3] = [
+    pub const ALL: [BackendKind; 4] = [
         BackendKind::Native,
         BackendKind::Bwrap,
         BackendKind::Container,
+        BackendKind::Sbx,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -133,6 +135,7 @@ impl BackendKind {
             BackendKind::Native => "native",
             BackendKind::Bwrap => "bwrap",
             BackendKind::Container => "container",
+            BackendKind::Sbx => "sbx",
         }
     }
 

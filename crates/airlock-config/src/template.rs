@@ -51,7 +51,8 @@ const INIT_TEMPLATE: &str = r#"# airlock configuration.
 # What launches the sandbox: "native" (airlock's own namespaces, Landlock and seccomp; nothing
 # to install) or "bwrap" (bubblewrap builds the namespaces and the root from the same spec;
 # airlock's init still applies Landlock, seccomp and the hidden files) or "container" (podman
-# or docker, with [sandbox.container] below). `run --backend` wins; the default is
+# or docker, with [sandbox.container] below) or "sbx" (a Docker Sandboxes microVM per run; needs
+# network "none" or "host" and no hidden files). `run --backend` wins; the default is
 # $AIRLOCK_BACKEND, else "native". See docs/backends.md.
 #backend = "native"
 

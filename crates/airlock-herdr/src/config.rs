@@ -137,7 +137,8 @@ fn bad(key: &str, value: impl std::fmt::Debug, why: &str) -> PluginError {
     PluginError::config(format!("config key {key} = {value:?} {why}."))
 }
 
-fn valid_env_name(name: &str) -> bool {
+/// A POSIX variable name: a letter or `_`, then letters, digits and `_`.
+pub(crate) fn valid_env_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars
         .next()
@@ -146,7 +147,7 @@ fn valid_env_name(name: &str) -> bool {
 }
 
 /// Letters, digits, '.', '-', starting alphanumeric: what a sandbox name may contain.
-fn valid_name_part(part: &str) -> bool {
+pub(crate) fn valid_name_part(part: &str) -> bool {
     part.chars()
         .next()
         .is_some_and(|c| c.is_ascii_alphanumeric())

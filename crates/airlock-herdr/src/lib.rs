@@ -4,7 +4,8 @@
 //! pane, guarded by per-mapping lock files), the plugin config, the herdr CLI client and the
 //! sandbox backend trait with its first implementation, Docker Sandboxes (`sbx`); and the herdr
 //! socket filter (`filter`: what a sandbox may ask of the host's herdr, on a listener whose life
-//! airlock-sockets owns). It does not own airlock's own sandbox (airlock-sandbox).
+//! airlock-sockets owns). The sbx driver also backs `airlock run --backend sbx` (`sbx_run`: an
+//! `airlock_sandbox::backend::Backend`). It does not own airlock's own sandbox (airlock-sandbox).
 
 pub mod actions;
 pub mod agents;
@@ -31,6 +32,7 @@ pub mod proc;
 pub mod restore;
 pub mod result;
 pub mod run_action;
+pub mod sbx_run;
 pub mod store;
 
 #[cfg(test)]

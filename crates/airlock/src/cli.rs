@@ -119,15 +119,16 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_hide_env: bool,
     /// What launches the sandbox: native (airlock's own namespaces), bwrap (bubblewrap builds
-    /// them from the same spec) or container (podman or docker, [sandbox.container]); over
-    /// [sandbox] backend and $AIRLOCK_BACKEND
+    /// them from the same spec), container (podman or docker, [sandbox.container]) or sbx (a
+    /// Docker Sandboxes microVM; see docs/backends.md for what it refuses); over [sandbox]
+    /// backend and $AIRLOCK_BACKEND
     #[arg(long, value_enum, value_name = "BACKEND")]
     pub backend: Option<BackendArg>,
     /// Print the sandbox spec as JSON and exit without running anything
     #[arg(long)]
     pub print_spec: bool,
     /// With --print-spec: print the command line the backend runs instead (bwrap's or the
-    /// container engine's argv; native runs none)
+    /// container engine's argv, sbx's create, exec and rm; native runs none)
     #[arg(long, requires = "print_spec")]
     pub render: bool,
     /// Print what the sandbox would be (project, state, network, tools, hidden paths, mounts,
@@ -204,6 +205,7 @@ pub enum BackendArg {
     Native,
     Bwrap,
     Container,
+    Sbx,
 }
 
 impl BackendArg {
@@ -212,6 +214,7 @@ impl BackendArg {
             BackendArg::Native => airlock_config::BackendKind::Native,
             BackendArg::Bwrap => airlock_config::BackendKind::Bwrap,
             BackendArg::Container => airlock_config::BackendKind::Container,
+            BackendArg::Sbx => airlock_config::BackendKind::Sbx,
         }
     }
 }

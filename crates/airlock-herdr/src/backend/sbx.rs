@@ -149,9 +149,17 @@ pub fn create_args(r: &CreateRequest) -> Vec<String> {
 
 /// The argv of `sbx exec`; `--` keeps agent flags away from sbx's own parser.
 pub fn exec_args(r: &ExecRequest, interactive: bool) -> Vec<String> {
+    exec_args_for(r, interactive, interactive)
+}
+
+/// [`exec_args`] with stdin (`--interactive`) and a terminal (`--tty`) chosen apart.
+pub fn exec_args_for(r: &ExecRequest, stdin: bool, tty: bool) -> Vec<String> {
     let mut args = vec!["exec".to_owned()];
-    if interactive {
-        args.extend(strings(&["--interactive", "--tty"]));
+    if stdin {
+        args.push("--interactive".to_owned());
+    }
+    if tty {
+        args.push("--tty".to_owned());
     }
     if let Some(w) = &r.workdir {
         args.extend(["--workdir".to_owned(), w.clone()]);

@@ -7,6 +7,7 @@
 
 pub mod bwrap;
 pub mod container;
+pub mod foreground;
 
 use std::path::PathBuf;
 
@@ -23,9 +24,10 @@ pub trait Backend {
     /// alternative; a launch with any is refused.
     fn unsupported(&self, spec: &SandboxSpec) -> Vec<String>;
 
-    /// The command line the backend would run for `spec` (`run --print-spec --render`), or `None`
-    /// when it runs none (native clones itself).
-    fn render(&self, spec: &SandboxSpec) -> Result<Option<Vec<String>>, String>;
+    /// The command lines the backend would run for `spec`, in order (`run --print-spec
+    /// --render`): one for bwrap and container, sbx's create, exec and rm; none for native
+    /// (it clones itself).
+    fn render(&self, spec: &SandboxSpec) -> Result<Vec<Vec<String>>, String>;
 
     /// Launches `spec`, serves `gates` while it runs, waits for its workload.
     ///
@@ -45,8 +47,8 @@ impl Backend for Native {
         Vec::new()
     }
 
-    fn render(&self, _spec: &SandboxSpec) -> Result<Option<Vec<String>>, String> {
-        Ok(None)
+    fn render(&self, _spec: &SandboxSpec) -> Result<Vec<Vec<String>>, String> {
+        Ok(Vec::new())
     }
 
     fn launch(&self, spec: &SandboxSpec, gates: &mut dyn Gates) -> Result<Outcome, LaunchError> {
@@ -79,13 +81,21 @@ pub fn choose(
 
 /// The backend of `kind`, with the host programs it runs already resolved (`bwrap`: the
 /// bubblewrap binary from a trusted PATH entry; `None` when it was not found; `container`: the
-/// engine from [`container::resolve`], or why it cannot be used).
+/// engine from [`container::resolve`], or why it cannot be used; `sbx`: the Docker Sandboxes
+/// backend, which lives with the sbx driver in `airlock-herdr`, or why it cannot be used).
 pub fn select(
     kind: BackendKind,
     bwrap: Option<PathBuf>,
     container: Option<Result<container::Container, String>>,
+    sbx: Option<Result<Box<dyn Backend>, String>>,
 ) -> Result<Box<dyn Backend>, String> {
     match kind {
+        BackendKind::Sbx => sbx.unwrap_or_else(|| {
+            Err(
+                "the sbx backend needs the sbx CLI (Docker Sandboxes); or use --backend native"
+                    .into(),
+            )
+        }),
         BackendKind::Native => Ok(Box::new(Native)),
         BackendKind::Container => match container {
             Some(Ok(c)) => Ok(Box::new(c)),
@@ -106,12 +116,14 @@ pub fn select(
 }
 
 /// `airlock doctor`'s rows: the backend a launch here would use and why, then whether each
-/// backend can run on this machine (`bwrap`: the resolved bubblewrap, if any).
+/// backend can run on this machine (`bwrap`: the resolved bubblewrap, if any; `sbx`: the row
+/// the sbx backend's owner made).
 pub fn doctor_rows(
     selected: Result<BackendKind, String>,
     why: &str,
     bwrap: Option<&std::path::Path>,
     container: Result<&container::Container, String>,
+    sbx: crate::doctor::Check,
 ) -> Vec<crate::doctor::Check> {
     use crate::doctor::{Check, Status};
     let mut rows = vec![match selected {
@@ -125,7 +137,7 @@ pub fn doctor_rows(
             name: "backend",
             status: Status::Fail,
             detail: e,
-            fix: Some("set AIRLOCK_BACKEND to native, bwrap or container, or unset it".into()),
+            fix: Some("set AIRLOCK_BACKEND to native, bwrap, container or sbx, or unset it".into()),
         },
     }];
     rows.push(Check {
@@ -159,6 +171,7 @@ pub fn doctor_rows(
         },
     });
     rows.push(container::doctor_row(container));
+    rows.push(sbx);
     rows
 }
 
@@ -182,14 +195,14 @@ mod tests {
     fn a_variable_naming_no_backend_is_refused_with_the_choices() {
         let e = choose(None, None, Some(OsStr::new("docker"))).unwrap_err();
         assert!(e.contains("AIRLOCK_BACKEND=\"docker\""), "{e}");
-        assert!(e.contains("native, bwrap, container"), "{e}");
+        assert!(e.contains("native, bwrap, container, sbx"), "{e}");
         // The flag still wins over a bad variable.
         assert!(choose(Some(BackendKind::Native), None, Some(OsStr::new("x"))).is_ok());
     }
 
     #[test]
     fn bwrap_without_bubblewrap_says_how_to_get_it() {
-        let e = select(BackendKind::Bwrap, None, None).err().unwrap();
+        let e = select(BackendKind::Bwrap, None, None, None).err().unwrap();
         assert!(e.contains("apt-get install bubblewrap"), "{e}");
         assert!(e.contains("--backend native"), "{e}");
     }

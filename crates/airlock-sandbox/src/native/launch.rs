@@ -51,7 +51,8 @@ pub enum LaunchError {
     Stopped(String),
 }
 
-const FORWARDED: [Signal; 4] = [
+/// The signals a supervisor passes on to what it supervises (and blocks while it waits).
+pub(crate) const FORWARDED: [Signal; 4] = [
     Signal::SIGINT,
     Signal::SIGTERM,
     Signal::SIGHUP,

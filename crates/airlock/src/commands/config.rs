@@ -170,11 +170,16 @@ fn backend_rows(profile: &airlock_config::Profile) -> Vec<Check> {
         &|name| view.find_host_program(name, &cwd),
         &|name| std::env::var(name).ok(),
     );
+    let sbx = airlock_herdr::sbx_run::resolve(
+        view.find_host_program("sbx", &cwd),
+        crate::commands::run::carried_variables(profile),
+    );
     airlock_sandbox::backend::doctor_rows(
         selected,
         why,
         bwrap.as_deref(),
         container.as_ref().map_err(Clone::clone),
+        airlock_herdr::sbx_run::doctor_row(sbx.as_ref().map_err(Clone::clone)),
     )
 }
 

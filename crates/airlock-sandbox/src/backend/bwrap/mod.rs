@@ -47,7 +47,7 @@ impl Backend for Bwrap {
         render::unsupported(spec)
     }
 
-    fn render(&self, spec: &SandboxSpec) -> Result<Option<Vec<String>>, String> {
+    fn render(&self, spec: &SandboxSpec) -> Result<Vec<Vec<String>>, String> {
         let rendered = render::render(spec, &self.stage)?;
         let mut argv = vec![self.program.display().to_string()];
         argv.extend(
@@ -56,7 +56,7 @@ impl Backend for Bwrap {
                 .iter()
                 .map(|a| a.to_string_lossy().into_owned()),
         );
-        Ok(Some(argv))
+        Ok(vec![argv])
     }
 
     fn launch(&self, spec: &SandboxSpec, gates: &mut dyn Gates) -> Result<Outcome, LaunchError> {

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::render::{self, SessionFiles};
 use super::{Container, image};
-use crate::backend::Backend;
+use crate::backend::{Backend, foreground};
 use crate::native::{Gates, LaunchError, Outcome};
 use crate::spec::{MountOp, SandboxSpec};
 
@@ -29,11 +29,6 @@ pub(super) fn session_files(spec: &SandboxSpec) -> SessionFiles {
 /// The name of a kept container: `airlock-<sandbox>-<pid>`.
 pub(super) fn container_name(spec: &SandboxSpec) -> String {
     format!("airlock-{}-{}", spec.name, std::process::id())
-}
-
-pub(super) fn is_terminal() -> bool {
-    // SAFETY: isatty only reads the descriptor's state.
-    unsafe { libc::isatty(0) == 1 && libc::isatty(1) == 1 }
 }
 
 pub(super) fn run(
@@ -198,24 +193,9 @@ pub(super) fn write_files(spec: &SandboxSpec, files: &SessionFiles) -> std::io::
     Ok(())
 }
 
-/// The signals that stop a session: SIGINT, SIGTERM, SIGHUP, SIGQUIT.
-pub(super) fn stop_signals() -> nix::sys::signal::SigSet {
-    use nix::sys::signal::{SigSet, Signal};
-    let mut set = SigSet::empty();
-    for s in [
-        Signal::SIGINT,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-    ] {
-        set.add(s);
-    }
-    set
-}
-
-/// Runs the engine in the foreground, starts the gates, waits for it. Signals sent to airlock
-/// alone (not by the terminal, which signals the engine too) are passed on to the engine, which
-/// passes them to the container.
+/// Runs the engine in the foreground, starts the gates, waits for it ([`foreground::run`]:
+/// signals sent to airlock alone are passed on to the engine, which passes them to the
+/// container).
 pub(super) fn run_engine(
     c: &Container,
     spec: &SandboxSpec,
@@ -223,64 +203,23 @@ pub(super) fn run_engine(
     args: &[std::ffi::OsString],
     gates: &mut dyn Gates,
 ) -> Result<Outcome, LaunchError> {
-    use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
-    let mut set = stop_signals();
-    set.add(Signal::SIGCHLD);
-    let mut previous = SigSet::empty();
-    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut previous))
-        .map_err(|e| LaunchError::Start(e.into()))?;
-    // std resets the signal mask in the child, so the engine gets signals as usual.
     // `args` starts with the socket options already (render puts them there).
-    let spawned = image::bare_command(&c.engine).args(args).spawn();
-    let mut child = match spawned {
-        Ok(child) => child,
-        Err(e) => {
-            let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&previous), None);
-            return Err(LaunchError::Setup(format!(
-                "cannot run {}: {e}",
-                c.engine.program.display()
-            )));
-        }
-    };
-    let pid = child.id() as libc::pid_t;
-    if let Err(e) = start_gates(c, spec, name, &mut child, gates) {
-        // Fail closed: the gates this sandbox was planned with serve it, or it does not run.
-        let _ = image::command(&c.engine)
-            .args(["kill", name])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
-        let _ = child.kill();
-        let _ = child.wait();
-        let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&previous), None);
-        return Err(e);
-    }
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Ok(status),
-            Ok(None) => {}
-            Err(e) => break Err(e),
-        }
-        // SAFETY: sigwaitinfo fills the siginfo it is given; the set is blocked.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let sig = unsafe { libc::sigwaitinfo(set.as_ref(), &mut info) };
-        if sig <= 0 || sig == libc::SIGCHLD {
-            continue;
-        }
-        // SAFETY: si_pid is valid for signals a process sent (SI_USER, SI_QUEUE).
-        let sender = unsafe { info.si_pid() };
-        if info.si_code <= 0 && sender != pid {
-            // SAFETY: a signal to our own child, still unreaped.
-            unsafe { libc::kill(pid, sig) };
-        }
-    };
-    let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&previous), None);
-    let status = status.map_err(LaunchError::Start)?;
+    let mut command = image::bare_command(&c.engine);
+    command.args(args);
+    let what = c.engine.program.display().to_string();
+    let status = foreground::run(&mut command, &what, &mut |child| {
+        start_gates(c, spec, name, child, gates).inspect_err(|_| {
+            let _ = image::command(&c.engine)
+                .args(["kill", name])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+        })
+    })?;
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(ENGINE_FAILED), _) => Err(LaunchError::Setup(format!(
-            "{} could not run the container (exit {ENGINE_FAILED}); its message is above",
-            c.engine.program.display()
+            "{what} could not run the container (exit {ENGINE_FAILED}); its message is above"
         ))),
         (Some(code), _) => Ok(Outcome::Exited(code)),
         (None, Some(signal)) => Ok(Outcome::Signaled(signal)),

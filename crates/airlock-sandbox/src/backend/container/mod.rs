@@ -217,7 +217,7 @@ impl Container {
             files,
             name,
             keep: self.settings.keep,
-            tty: launch::is_terminal() && !spec.argv.is_empty(),
+            tty: super::foreground::is_terminal() && !spec.argv.is_empty(),
         }
     }
 }
@@ -240,7 +240,7 @@ impl Backend for Container {
         }
     }
 
-    fn render(&self, spec: &SandboxSpec) -> Result<Option<Vec<String>>, String> {
+    fn render(&self, spec: &SandboxSpec) -> Result<Vec<Vec<String>>, String> {
         if let Endpoint::Remote(_) = self.engine.endpoint {
             let refused = remote::unsupported(spec, &self.engine);
             if !refused.is_empty() {
@@ -248,7 +248,7 @@ impl Backend for Container {
             }
             let mut argv = vec![self.engine.program.display().to_string()];
             argv.extend(remote::argv(self, spec));
-            return Ok(Some(argv));
+            return Ok(vec![argv]);
         }
         let image = match &self.settings.image {
             Some(image) => image.clone(),
@@ -259,7 +259,7 @@ impl Backend for Container {
         let args = render::render(spec, &self.plan(spec, &image, &files, &name), &self.sockets)?;
         let mut argv = vec![self.engine.program.display().to_string()];
         argv.extend(args.iter().map(|a| a.to_string_lossy().into_owned()));
-        Ok(Some(argv))
+        Ok(vec![argv])
     }
 
     fn launch(&self, spec: &SandboxSpec, gates: &mut dyn Gates) -> Result<Outcome, LaunchError> {

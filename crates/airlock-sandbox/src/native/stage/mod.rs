@@ -109,15 +109,10 @@ pub fn main() -> ! {
     // The supervisor blocked these before the clone in native; here bwrap's mask is whatever it
     // was, so block them before anything can arrive.
     let mut mask = SigSet::empty();
-    for s in [
-        Signal::SIGINT,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-        Signal::SIGCHLD,
-    ] {
+    for s in crate::native::launch::FORWARDED {
         mask.add(s);
     }
+    mask.add(Signal::SIGCHLD);
     let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None);
     let sock: RawFd = SOCK_FD;
     // SAFETY: bwrap was given the plan at PLAN_FD; nothing else in this process owns it.

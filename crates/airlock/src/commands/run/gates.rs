@@ -15,6 +15,10 @@ use anyhow::Context;
 /// What one launch's gates need from its plan, and what they hold while it runs.
 #[derive(Default)]
 pub(super) struct RunGates<'a> {
+    /// The sandbox is a microVM (`--backend sbx`): no host socket, bridge or egress proxy can
+    /// reach it, so none is started (what was asked for explicitly is refused before, by
+    /// [`refused_in_a_microvm`]); the git session still runs.
+    pub microvm: bool,
     pub paths: Option<&'a XdgPaths>,
     pub facts: Option<&'a HostFacts>,
     pub settings: Option<&'a airlock_tools::Settings>,
@@ -51,6 +55,10 @@ impl RunGates<'_> {
         };
         if let Some(hint) = self.startup_hint.take() {
             say_once(dir, "startup-hint", &hint);
+        }
+        if self.microvm {
+            self.git = begin_git(spec, contrib, view, settings)?;
+            return Ok(());
         }
         // Looked up only inside a herdr pane: most launches are not, and need no PATH search.
         let herdr_on_path = std::env::var_os("HERDR_ENV").is_some_and(|v| v == "1")
@@ -128,6 +136,32 @@ impl Gates for RunGates<'_> {
         self.proxy = Some(proxy);
         Ok(())
     }
+}
+
+/// What a microVM cannot be given that the settings ask for by name: a filtered host socket
+/// (the socket filters need a unix socket bound into the sandbox; a VM has no path to the host's).
+/// Filters in their `auto` mode are left out without a word: they follow what the host has.
+pub(super) fn refused_in_a_microvm(settings: &airlock_tools::Settings) -> Vec<String> {
+    let mut out = Vec::new();
+    for tool in ["herdr", "kitty"] {
+        let config = settings.tool(tool);
+        let mode = config.choice("mode", "auto");
+        if mode != "auto" && mode != "disabled" {
+            out.push(format!(
+                "the sbx backend cannot give a microVM the host's {tool} socket ([tools.{tool}] \
+                 mode = {mode:?}); set it to \"auto\" or \"disabled\", or use --backend native"
+            ));
+        }
+    }
+    for tool in ["docker", "zellij"] {
+        if settings.tool(tool).enabled {
+            out.push(format!(
+                "the sbx backend cannot give a microVM the host's {tool} socket ([tools.{tool}] \
+                 is enabled); disable it for this run, or use --backend native"
+            ));
+        }
+    }
+    out
 }
 
 /// Prints `line` unless this sandbox's state holds the same line under `name` (so a hint is said

@@ -51,7 +51,13 @@ pub fn launch(
     mut loaded: airlock_config::LoadedConfig,
     args: &RunArgs,
 ) -> anyhow::Result<i32> {
-    if !args.plan_only() {
+    // A microVM takes its limits from sbx, not from a cgroup of this machine.
+    let microvm = airlock_sandbox::backend::choose(
+        args.backend.map(crate::cli::BackendArg::kind),
+        loaded.profile.backend,
+        std::env::var_os("AIRLOCK_BACKEND").as_deref(),
+    ) == Ok(airlock_config::BackendKind::Sbx);
+    if !args.plan_only() && !microvm {
         enter_scope_for_limits(paths, project, &loaded.profile.resources, args.verbose)?;
     }
     let Plan {
@@ -94,11 +100,15 @@ pub fn launch(
     if args.render {
         // The redacted spec: what it names is shown as --print-spec shows it.
         match backend.render(&spec.redacted()) {
-            Ok(Some(argv)) => println!("{}", shell_words(&argv)),
-            Ok(None) => println!(
+            Ok(steps) if steps.is_empty() => println!(
                 "# the {} backend runs no command: airlock itself clones the sandbox",
                 backend.kind().as_str()
             ),
+            Ok(steps) => {
+                for argv in steps {
+                    println!("{}", shell_words(&argv));
+                }
+            }
             Err(e) => bail!("{e}"),
         }
         return Ok(0);
@@ -108,7 +118,10 @@ pub fn launch(
         println!("{}", serde_json::to_string_pretty(&spec.redacted())?);
         return Ok(0);
     }
-    let refused = backend.unsupported(&spec);
+    let mut refused = backend.unsupported(&spec);
+    if microvm {
+        refused.extend(gates::refused_in_a_microvm(&settings));
+    }
     if !refused.is_empty() {
         bail!("{}", refused.join("; "));
     }
@@ -119,7 +132,7 @@ pub fn launch(
         print!("{}", launch.render());
         return Ok(0);
     }
-    if native::landlock::abi().is_none() {
+    if native::landlock::abi().is_none() && !microvm {
         warn_once_without_landlock(paths);
     }
     if args.verbose {
@@ -133,6 +146,7 @@ pub fn launch(
         );
     }
     let mut gates = gates::RunGates {
+        microvm,
         paths: Some(paths),
         facts: Some(&facts),
         settings: Some(&settings),
@@ -236,8 +250,9 @@ pub(crate) fn plan(
     })
 }
 
-/// The backend of this launch (see [`airlock_sandbox::backend::choose`]), bwrap and the container
-/// engine resolved from PATH entries outside the project and every sandbox-writable directory.
+/// The backend of this launch (see [`airlock_sandbox::backend::choose`]), bwrap, the container
+/// engine and sbx resolved from PATH entries outside the project and every sandbox-writable
+/// directory.
 fn backend_for(
     args: &RunArgs,
     profile: &airlock_config::Profile,
@@ -262,7 +277,27 @@ fn backend_for(
             &|name| std::env::var(name).ok(),
         )
     });
-    backend::select(kind, bwrap, container).map_err(anyhow::Error::msg)
+    let sbx = (kind == airlock_config::BackendKind::Sbx).then(|| {
+        airlock_herdr::sbx_run::resolve(
+            view.find_host_program("sbx", project),
+            carried_variables(profile),
+        )
+        .map(|b| Box::new(b) as Box<dyn backend::Backend>)
+    });
+    backend::select(kind, bwrap, container, sbx).map_err(anyhow::Error::msg)
+}
+
+/// The variables the config itself sets inside (`[sandbox] env_passthrough`,
+/// `[sandbox.environment]`): what the sbx backend carries into its microVM.
+pub(crate) fn carried_variables(
+    profile: &airlock_config::Profile,
+) -> std::collections::BTreeSet<String> {
+    profile
+        .env_passthrough
+        .iter()
+        .chain(profile.environment.keys())
+        .cloned()
+        .collect()
 }
 
 /// `argv` as one line a shell reads back the same (single quotes where needed).

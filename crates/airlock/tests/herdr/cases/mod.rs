@@ -14,6 +14,7 @@ pub mod parity_more;
 pub mod parity_panes;
 pub mod parity_shapes;
 pub mod recovery;
+pub mod sbx_run;
 
 use crate::world::Outcome;
 
@@ -21,6 +22,39 @@ use crate::world::Outcome;
 pub type Case = (&'static str, fn() -> Outcome);
 
 pub const CASES: &[Case] = &[
+    (
+        "sbx_run_default_spec_calls_and_exit_code",
+        sbx_run::default_spec_calls_and_exit_code,
+    ),
+    (
+        "sbx_run_no_network_and_ports",
+        sbx_run::no_network_and_ports,
+    ),
+    (
+        "sbx_run_env_is_filtered_and_never_in_argv",
+        sbx_run::env_is_filtered_and_never_in_argv,
+    ),
+    (
+        "sbx_run_not_ready_creates_nothing",
+        sbx_run::sbx_not_ready_creates_nothing,
+    ),
+    (
+        "sbx_run_refusals_call_no_sbx",
+        sbx_run::refusals_call_no_sbx,
+    ),
+    (
+        "sbx_run_hostile_names_cannot_inject_flags",
+        sbx_run::hostile_names_cannot_inject_flags,
+    ),
+    ("sbx_run_render_and_doctor", sbx_run::render_and_doctor),
+    (
+        "sbx_run_a_signal_still_removes_the_vm",
+        sbx_run::a_signal_still_removes_the_vm,
+    ),
+    (
+        "sbx_run_a_worktree_carries_its_repository_read_only",
+        sbx_run::a_worktree_carries_its_repository_read_only,
+    ),
     ("airlock_backend_mount_flow", airlock_backend::mount_flow),
     (
         "airlock_backend_mount_flow_as_the_unprivileged_user",

@@ -10,6 +10,14 @@
 //!   `FAKE_SBX_ATTACH_HOLD_MATCH=<program>`: only sessions running that program).
 //! - `FAKE_SBX_ATTACH_EXIT=<code>`, `FAKE_SBX_SETUP_EXIT=<code>`.
 //! - `FAKE_SBX_ON_LS=<sh command>`: run before `ls` answers (a race during a listing).
+//! - `FAKE_SBX_LOGGED_OUT=1`: every call but `version`, `daemon` and `login` fails as sbx does
+//!   for a user who is not signed in.
+//! - `FAKE_SBX_RUN=1`: `exec` runs its command on the host, in `--workdir`, with the variables
+//!   of the sandbox's `--env-file`, and exits with its code (`airlock run --backend sbx`).
+//!
+//! `create` accepts only sbx's documented flags and names (an unknown flag or a bad name is an
+//! error, as in sbx), and keeps the variables of `--env-file` and the `--deny-network` rules in
+//! the sandbox's state.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -39,6 +47,11 @@ pub fn main(argv: Vec<String>) -> i32 {
     delay("FAKE_SBX_DELAY_MS", &cmd);
     if std::env::var("FAKE_SBX_DAEMON").as_deref() == Ok("down") {
         return fail("cannot connect to the daemon at /run/sandboxd.sock: is the daemon running?");
+    }
+    if std::env::var_os("FAKE_SBX_LOGGED_OUT").is_some()
+        && !["version", "daemon", "login"].contains(&cmd.as_str())
+    {
+        return fail("not logged in; run \"sbx login\" first");
     }
     if let Some(message) = knob("FAKE_SBX_FAIL", &cmd) {
         return fail(&message);
@@ -135,14 +148,51 @@ fn ls() -> i32 {
     0
 }
 
+/// sbx's rule for names: at least two characters, alphanumeric first, `[A-Za-z0-9.-]`, not
+/// `default`.
+fn valid_name(name: &str) -> bool {
+    name.len() >= 2
+        && name != "default"
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+}
+
+/// The `KEY=VALUE` lines of an env file.
+fn env_file(path: &str) -> Result<serde_json::Map<String, Value>, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("Error: --env-file {path}: {e}"))?;
+    let mut env = serde_json::Map::new();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        let (k, v) = line
+            .split_once('=')
+            .ok_or(format!("Error: bad env line {line:?}"))?;
+        env.insert(k.to_owned(), json!(v));
+    }
+    Ok(env)
+}
+
 fn create(args: &[String]) -> i32 {
     let (mut name, mut clone, mut ports, mut positional) = (None, false, Vec::new(), Vec::new());
+    let (mut env, mut deny) = (serde_json::Map::new(), Vec::new());
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
             "--clone" => clone = true,
             "--name" => {
                 name = args.get(i + 1).cloned();
+                i += 1;
+            }
+            "--env-file" => {
+                match env_file(args.get(i + 1).map_or("", String::as_str)) {
+                    Ok(vars) => env.extend(vars),
+                    Err(e) => return fail(&e),
+                }
+                i += 1;
+            }
+            "--deny-network" => {
+                deny.push(args.get(i + 1).cloned().unwrap_or_default());
                 i += 1;
             }
             "--publish" => {
@@ -157,7 +207,11 @@ fn create(args: &[String]) -> i32 {
                 ports.push(json!({"host_ip": "127.0.0.1", "host_port": host, "sandbox_port": sandbox, "protocol": "tcp4"}));
                 i += 1;
             }
-            flag if flag.starts_with("--") => i += 1,
+            "--template" | "-t" | "--kit" | "--kit-arg" | "--env" | "-e" | "--cpus"
+            | "--memory" | "-m" => i += 1,
+            flag if flag.starts_with('-') => {
+                return fail(&format!("Error: unknown flag: {flag}"));
+            }
             _ => positional.push(args[i].clone()),
         }
         i += 1;
@@ -165,6 +219,9 @@ fn create(args: &[String]) -> i32 {
     let Some(name) = name else {
         return fail("Error: --name is required by the fake");
     };
+    if !valid_name(&name) {
+        return fail(&format!("Error: invalid sandbox name {name:?}"));
+    }
     let exists = with_state(STATE, |s| s["sandboxes"].get(&name).is_some());
     if exists {
         return fail(&format!("Error: sandbox \"{name}\" already exists"));
@@ -189,6 +246,7 @@ fn create(args: &[String]) -> i32 {
             "name": name, "id": format!("id-{name}"), "agent": agent, "status": "running",
             "workspaces": workspaces, "workspace_missing": false, "ports": ports, "clone": clone,
             "created_at": "2026-01-01T00:00:00Z", "setup_runs": 0, "sessions": [],
+            "env": env, "deny_network": deny,
         });
     });
     println!("Created sandbox {name}");
@@ -244,6 +302,9 @@ fn exec(args: &[String]) -> i32 {
     let Some(sandbox) = sandbox else {
         return not_found(&name);
     };
+    if std::env::var_os("FAKE_SBX_RUN").is_some() {
+        return run_here(&sandbox, workdir.as_deref(), &argv);
+    }
     if interactive {
         println!("[fake sbx] attached to {name}: {}", argv.join(" "));
         let matches = std::env::var("FAKE_SBX_ATTACH_HOLD_MATCH")
@@ -308,6 +369,30 @@ fn exec(args: &[String]) -> i32 {
             0
         }
         _ => 0,
+    }
+}
+
+/// `FAKE_SBX_RUN`: the command on the host, as the VM would run it; its exit code, or 128+N.
+fn run_here(sandbox: &Value, workdir: Option<&str>, argv: &[String]) -> i32 {
+    let Some(program) = argv.first() else {
+        return fail("Error: no command");
+    };
+    let mut command = Command::new(program);
+    command.args(&argv[1..]);
+    if let Some(dir) = workdir {
+        command.current_dir(dir);
+    }
+    for (k, v) in sandbox["env"].as_object().into_iter().flatten() {
+        command.env(k, v.as_str().unwrap_or_default());
+    }
+    match command.status() {
+        Ok(status) => {
+            use std::os::unix::process::ExitStatusExt as _;
+            status
+                .code()
+                .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+        }
+        Err(e) => fail(&format!("Error: exec {program}: {e}")),
     }
 }
 

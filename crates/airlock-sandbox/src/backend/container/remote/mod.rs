@@ -149,7 +149,7 @@ pub(super) fn run(
         .map_err(|e| LaunchError::Setup(format!("cannot write {}: {e}", files.dir.display())))?;
     let name = launch::container_name(spec);
     let volume = format!("{name}-project");
-    let tty = launch::is_terminal() && !spec.argv.is_empty();
+    let tty = crate::backend::foreground::is_terminal() && !spec.argv.is_empty();
     let ro = ro_dirs(spec, &name);
     let result = (|| {
         for v in std::iter::once(&volume).chain(ro.iter().map(|(_, v)| v)) {
@@ -204,7 +204,7 @@ struct HeldSignals(nix::sys::signal::SigSet);
 
 fn hold_signals() -> Option<HeldSignals> {
     use nix::sys::signal::{SigSet, SigmaskHow, sigprocmask};
-    let set = launch::stop_signals();
+    let set = crate::backend::foreground::stop_signals();
     let mut previous = SigSet::empty();
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut previous)).ok()?;
     Some(HeldSignals(previous))
