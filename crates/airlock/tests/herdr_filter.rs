@@ -24,34 +24,6 @@ struct World {
     path: String,
 }
 
-/// The client the fake agent runs: each line of `requests.jsonl` on a connection of its own (to
-/// `$1`, default `$HERDR_SOCKET_PATH`), each answer appended to `answers.jsonl`.
-const CLIENT: &str = r#"
-import os, socket, sys
-path = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("HERDR_SOCKET_PATH", "")
-out = open("answers.jsonl", "w")
-for line in open("requests.jsonl", "rb").read().split(b"\n"):
-    if not line:
-        continue
-    s = socket.socket(socket.AF_UNIX)
-    try:
-        s.connect(path)
-        s.sendall(line + b"\n")
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        out.write(data.decode().strip() + "\n")
-    except OSError as e:
-        out.write('{"client_error": "%s"}\n' % e.strerror)
-    finally:
-        s.close()
-out.close()
-print("socket=" + path)
-"#;
-
 impl World {
     fn new() -> World {
         let h = TestHome::new("home/code/app");
@@ -63,7 +35,10 @@ impl World {
         write(&bin.join("herdr"), "#!/bin/sh\nexit 0\n");
         fs::set_permissions(bin.join("herdr"), fs::Permissions::from_mode(0o755)).unwrap();
         let claude = h.home.join(".local/bin/claude");
-        write(&claude, &format!("#!/usr/bin/python3\n{CLIENT}"));
+        write(
+            &claude,
+            &format!("#!/usr/bin/python3\n{}", fake_herdr::client::CLIENT),
+        );
         fs::set_permissions(&claude, fs::Permissions::from_mode(0o755)).unwrap();
         let path = format!(
             "{}:{}:/usr/bin:/bin",

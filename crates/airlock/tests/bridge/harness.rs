@@ -5,10 +5,12 @@ use std::fs;
 use std::io::{Read as _, Write as _};
 use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+#[path = "../common/users.rs"]
+mod users;
 
 /// How long a condition the daemon should bring about quickly may take.
 pub const DEADLINE: Duration = Duration::from_secs(20);
@@ -333,48 +335,12 @@ pub struct Unprivileged {
 
 /// `AIRLOCK_TEST_USER` (default airlock-test), else `nobody`; None when not root (run as self).
 pub fn unprivileged() -> Option<Unprivileged> {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return None;
-    }
-    let wanted = std::env::var("AIRLOCK_TEST_USER").unwrap_or_else(|_| "airlock-test".into());
-    for name in [wanted.as_str(), "nobody"] {
-        let cname = std::ffi::CString::new(name).unwrap();
-        // SAFETY: the record is copied out at once; tests only read the passwd database.
-        let pw = unsafe { libc::getpwnam(cname.as_ptr()) };
-        if !pw.is_null() {
-            // SAFETY: non-null record from getpwnam.
-            let (uid, gid) = unsafe { ((*pw).pw_uid, (*pw).pw_gid) };
-            return Some(Unprivileged { uid, gid });
-        }
-    }
-    None
+    users::other_user().map(|(uid, gid)| Unprivileged { uid, gid })
 }
 
 /// Makes `cmd` run as `user` (when given), after chowning `tree` to it.
 pub fn run_as(cmd: &mut Command, user: Option<&Unprivileged>, tree: &Path) {
     let Some(user) = user else { return };
-    chown_tree(tree, user.uid, user.gid);
-    let (uid, gid) = (user.uid, user.gid);
-    // SAFETY: only async-signal-safe system calls run between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setgroups(0, std::ptr::null()) != 0
-                || libc::setgid(gid) != 0
-                || libc::setuid(uid) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
-pub fn chown_tree(path: &Path, uid: u32, gid: u32) {
-    let _ = std::os::unix::fs::lchown(path, Some(uid), Some(gid));
-    if path.is_dir() && !path.is_symlink() {
-        for entry in fs::read_dir(path).unwrap().flatten() {
-            chown_tree(&entry.path(), uid, gid);
-        }
-    }
+    users::chown_tree(tree, (user.uid, user.gid));
+    users::as_user(cmd, (user.uid, user.gid));
 }

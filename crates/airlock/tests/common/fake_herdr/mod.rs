@@ -61,6 +61,7 @@
 
 mod agents;
 mod answers;
+pub mod client;
 mod methods;
 mod panes;
 mod schema;

@@ -15,39 +15,6 @@ use super::airlock_backend::airlock_world;
 use crate::check;
 use crate::world::Outcome;
 
-/// The fake `claude`: waits for `requests.jsonl` in its working directory (the test writes it once
-/// it knows the pane), sends each line on a connection of its own to `$HERDR_SOCKET_PATH` (the
-/// filter's socket inside), appends each answer to `answers.jsonl`.
-const CLAUDE: &str = r#"#!/usr/bin/python3
-import os, socket, time
-deadline = time.time() + 20
-while not os.path.exists("requests.jsonl") and time.time() < deadline:
-    time.sleep(0.02)
-path = os.environ.get("HERDR_SOCKET_PATH", "")
-out = open("answers.tmp", "w")
-for line in open("requests.jsonl", "rb").read().split(b"\n"):
-    if not line:
-        continue
-    s = socket.socket(socket.AF_UNIX)
-    try:
-        s.connect(path)
-        s.sendall(line + b"\n")
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        out.write(data.decode().strip() + "\n")
-    except OSError as e:
-        out.write('{"client_error": "%s"}\n' % e.strerror)
-    finally:
-        s.close()
-out.close()
-os.rename("answers.tmp", "answers.jsonl")
-print("fake-claude reported through " + path)
-"#;
-
 fn report(id: &str, pane: &str) -> String {
     json!({"id": id, "method": "pane.report_agent",
         "params": {"pane_id": pane, "source": "claude-hook", "agent": "claude", "state": "working"}})
@@ -67,7 +34,11 @@ pub fn agent_reports_reach_herdr_only_for_its_own_pane() -> Outcome {
     let herdr = fake_herdr::FakeHerdr::start(&socket);
     let claude = w.home.join(".local/bin/claude");
     std::fs::create_dir_all(claude.parent().ok_or("parent")?).map_err(|e| e.to_string())?;
-    std::fs::write(&claude, CLAUDE).map_err(|e| e.to_string())?;
+    std::fs::write(
+        &claude,
+        format!("#!/usr/bin/python3\n{}", fake_herdr::client::CLIENT),
+    )
+    .map_err(|e| e.to_string())?;
     std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755))
         .map_err(|e| e.to_string())?;
     let path = w
