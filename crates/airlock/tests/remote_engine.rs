@@ -179,6 +179,51 @@ fn a_commit_inside_lands_as_an_airlock_branch_and_its_config_and_hooks_stay_insi
     assert_eq!(remote.left(&h), "");
 }
 
+/// The host's `core.hooksPath` names a directory in the project that does not exist yet: the
+/// container makes it with a hook in it. The copy-back brings the file (it is project data),
+/// and the end of the session quarantines the directory before the host's git can run it.
+/// Control: a plain directory the container makes beside it comes back as it is.
+#[test]
+fn a_hook_dir_the_hosts_git_names_made_inside_is_quarantined_when_it_comes_back() {
+    let Some(remote) = Remote::start() else {
+        return;
+    };
+    let h = TestHome::new("home/code/app-hooks");
+    image_config(&h, "");
+    git(&h.project, &["init", "-q", "-b", "main"]);
+    git(&h.project, &["config", "core.hooksPath", ".husky"]);
+    git(
+        &h.project,
+        &["commit", "-q", "--allow-empty", "-m", "first"],
+    );
+    let script = "mkdir -p .husky tools && printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .husky/pre-commit && \
+                  chmod +x .husky/pre-commit && echo plain > tools/notes.txt && echo made";
+    let out = remote.run(&h, &["--network", "none"], script);
+    assert!(out.status.success(), "{}", report(&out));
+    assert!(stdout(&out).contains("made"), "{}", report(&out));
+    assert!(
+        !h.project.join(".husky/pre-commit").exists(),
+        "the host's git would run the container's hook: {}",
+        report(&out)
+    );
+    assert!(
+        h.project
+            .join(".husky.airlock-quarantine/pre-commit")
+            .exists(),
+        "{}",
+        report(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.project.join("tools/notes.txt"))
+            .ok()
+            .as_deref(),
+        Some("plain\n"),
+        "control: {}",
+        report(&out)
+    );
+    assert_eq!(remote.left(&h), "");
+}
+
 #[test]
 fn a_missing_image_an_unreachable_engine_and_refused_features_fail_before_anything_is_made() {
     let Some(remote) = Remote::start() else {
