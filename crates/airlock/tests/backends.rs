@@ -99,15 +99,21 @@ fn bwrap_missing_from_path_is_a_clear_error() {
     );
 }
 
+/// A home with `~/notes/todo` ("host") and `~/notes` an overlay mount.
+fn notes_overlay() -> (TestHome, std::path::PathBuf) {
+    let h = TestHome::new("home/code/app");
+    let notes = h.home.join("notes");
+    write(&notes.join("todo"), "host\n");
+    h.config("[[sandbox.mounts]]\npath = \"~/notes\"\nmode = \"overlay\"\n");
+    (h, notes)
+}
+
 #[test]
 fn bwrap_overlays_keep_writes_in_the_sandbox_and_a_mount_beneath_one_is_refused() {
     if !bwrap_installed() {
         return;
     }
-    let h = TestHome::new("home/code/app");
-    let notes = h.home.join("notes");
-    write(&notes.join("todo"), "host\n");
-    h.config("[[sandbox.mounts]]\npath = \"~/notes\"\nmode = \"overlay\"\n");
+    let (h, notes) = notes_overlay();
     let script = format!(
         "cat {n}/todo; echo sandbox > {n}/todo; echo new > {n}/added; cat {n}/todo; \
          ls /run/airlock/overlays/0 | wc -l",
@@ -242,10 +248,7 @@ fn a_second_bwrap_session_sees_the_first_ones_layer_and_keeps_nothing() {
     if !bwrap_installed() {
         return;
     }
-    let h = TestHome::new("home/code/app");
-    let notes = h.home.join("notes");
-    write(&notes.join("todo"), "host\n");
-    h.config("[[sandbox.mounts]]\npath = \"~/notes\"\nmode = \"overlay\"\n");
+    let (h, notes) = notes_overlay();
     let n = notes.display();
     // Session A owns the layer: it writes, then waits (the markers are in the project).
     let first =

@@ -62,6 +62,11 @@ impl Run {
                 .is_some_and(|m| m.contains(why))
     }
 
+    /// A string field of the result line (`paneId`, `sandboxName`, ...); empty when absent.
+    pub fn text(&self, key: &str) -> String {
+        self.result[key].as_str().unwrap_or_default().to_owned()
+    }
+
     /// An error string describing this run, for failed checks.
     pub fn show(&self) -> String {
         format!(
@@ -318,11 +323,8 @@ impl World {
     pub fn start_agent(&self, repo: &Path) -> Result<(String, String), String> {
         let run = self.action("start-agent", self.ctx(repo));
         check!(run.ok(), "start-agent: {}", run.show());
-        let pane = run.result["paneId"].as_str().unwrap_or_default().to_owned();
-        let name = run.result["sandboxName"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
+        let pane = run.text("paneId");
+        let name = run.text("sandboxName");
         self.wait_for("the bridge to attach and exit", || {
             self.mapping(&pane).is_some_and(|m| {
                 m["lifecycleState"] == "ready" && m["bridge"]["exitedAt"].is_string()
@@ -356,11 +358,8 @@ impl World {
         ctx["focused_pane_cwd"] = json!(repo.display().to_string());
         let run = self.action("start-agent", ctx);
         check!(run.ok(), "start-agent from {pane}: {}", run.show());
-        let new_pane = run.result["paneId"].as_str().unwrap_or_default().to_owned();
-        let name = run.result["sandboxName"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
+        let new_pane = run.text("paneId");
+        let name = run.text("sandboxName");
         self.wait_for_bridge_exit(&new_pane)?;
         Ok((new_pane, name))
     }
@@ -406,6 +405,16 @@ impl World {
             "timed out waiting for {what}; pane output: {}",
             self.pane_outputs()
         ))
+    }
+
+    /// The commands the fake herdr ran in `pane`, each `{pid, out, text}`.
+    pub fn pane_runs(&self, pane: &str) -> Vec<Value> {
+        self.herdr_state(|s| {
+            s["panes"][pane]["runs"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
     }
 
     /// What the fake's background pane commands printed (for failure messages).

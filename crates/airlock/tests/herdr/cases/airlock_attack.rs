@@ -209,7 +209,7 @@ pub fn paths_typed_into_a_pane_are_quoted() -> Outcome {
     w.set("HERDR_PLUGIN_CONFIG_DIR", &odd.display().to_string());
     let run = w.action("start-agent", w.ctx(&repo));
     check!(run.ok(), "start-agent: {}", run.show());
-    let pane = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+    let pane = run.text("paneId");
     w.wait_for_bridge_exit(&pane)?;
     let m = w.mapping(&pane).ok_or("mapping")?;
     check!(

@@ -60,28 +60,18 @@ pub fn airlock_world(extra: Value) -> Result<Option<(World, PathBuf)>, String> {
 
 /// Every output line of `pane`'s typed commands so far.
 fn pane_output(w: &World, pane: &str) -> String {
-    w.herdr_state(|s| {
-        s["panes"][pane]["runs"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-    })
-    .iter()
-    .filter_map(|r| r["out"].as_str())
-    .map(|p| std::fs::read_to_string(p).unwrap_or_default())
-    .collect()
+    w.pane_runs(pane)
+        .iter()
+        .filter_map(|r| r["out"].as_str())
+        .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+        .collect()
 }
 
 fn typed(w: &World, pane: &str) -> Vec<String> {
-    w.herdr_state(|s| {
-        s["panes"][pane]["runs"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-    })
-    .iter()
-    .filter_map(|r| r["text"].as_str().map(str::to_owned))
-    .collect()
+    w.pane_runs(pane)
+        .iter()
+        .filter_map(|r| r["text"].as_str().map(str::to_owned))
+        .collect()
 }
 
 pub fn mount_flow() -> Outcome {
@@ -114,11 +104,8 @@ fn mount_flow_in(w: World, repo: PathBuf) -> Outcome {
     let run = w.action("start-agent", w.ctx(&repo));
     check!(run.ok(), "start-agent: {}", run.show());
     check!(run.result["backend"] == "airlock", "{}", run.result);
-    let pane = run.result["paneId"].as_str().unwrap_or_default().to_owned();
-    let name = run.result["sandboxName"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let pane = run.text("paneId");
+    let name = run.text("sandboxName");
     let line = typed(&w, &pane).join("\n");
     let exe =
         std::fs::canonicalize(w.plugin_root.join("bin/airlock")).map_err(|e| e.to_string())?;
@@ -184,10 +171,7 @@ fn mount_flow_in(w: World, repo: PathBuf) -> Outcome {
 
     let shell = w.action("open-shell", w.ctx_pane(&pane));
     check!(shell.ok(), "open-shell: {}", shell.show());
-    let shell_pane = shell.result["paneId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let shell_pane = shell.text("paneId");
     w.wait_for("the shell's login line", || {
         pane_output(&w, &shell_pane).contains("shell-up airlock=1")
     })?;
@@ -232,11 +216,8 @@ pub fn clone_flow_fetches_a_commit_made_inside() -> Outcome {
     };
     let run = w.action("start-agent", w.ctx(&repo));
     check!(run.ok(), "start-agent: {}", run.show());
-    let pane = run.result["paneId"].as_str().unwrap_or_default().to_owned();
-    let name = run.result["sandboxName"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let pane = run.text("paneId");
+    let name = run.text("sandboxName");
     w.wait_for("the commit inside", || {
         pane_output(&w, &pane).contains("fake-agent up committed")
     })?;

@@ -56,7 +56,7 @@ pub fn agent_reports_reach_herdr_only_for_its_own_pane() -> Outcome {
 
     let run = w.action("start-agent", w.ctx(&repo));
     check!(run.ok(), "start-agent: {}", run.show());
-    let pane = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+    let pane = run.text("paneId");
     // Its own pane, then a neighbour's (w1:p2 exists in herdr): only the first may pass.
     let requests = [report("own", &pane), report("other", "w1:p2")].join("\n") + "\n";
     std::fs::write(repo.join("requests.jsonl"), requests).map_err(|e| e.to_string())?;

@@ -15,10 +15,7 @@ pub fn config() -> Outcome {
     )
     .map_err(|e| e.to_string())?;
     let run = w.action("start-agent", w.ctx(&repo));
-    let msg = run.result["message"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let msg = run.text("message");
     check!(
         !run.ok() && run.kind() == "config" && msg.contains("paneRatoi") && msg.contains("line 3"),
         "{}",
@@ -62,7 +59,7 @@ pub fn mapping_version_and_pane_ids() -> Outcome {
         let ctx = json!({"workspace_id": ws, "focused_pane_id": source, "focused_pane_cwd": repo.display().to_string()});
         let run = w.action("start-agent", ctx);
         check!(run.ok(), "{ws:?}: {}", run.show());
-        let pane = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+        let pane = run.text("paneId");
         check!(pane.starts_with(ws), "hostile pane id {pane:?}");
         w.wait_for("the bridge with a hostile pane id", || {
             w.mapping(&pane)
@@ -192,7 +189,7 @@ pub fn name_clash() -> Outcome {
     );
     let run = w.action("start-agent", w.ctx(&repo));
     check!(run.ok(), "{}", run.show());
-    let pane = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+    let pane = run.text("paneId");
     w.wait_for("the bridge to fail", || {
         w.mapping(&pane)
             .is_some_and(|m| m["lifecycleState"] == "failed")

@@ -190,10 +190,7 @@ pub fn unreadable_ls_is_never_gone() -> Outcome {
             "{format}: reconnect adopts: {}",
             reconnect.show()
         );
-        pane = reconnect.result["paneId"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
+        pane = reconnect.text("paneId");
         w.wait_for("the bridge to give up", || {
             w.mapping(&pane)
                 .is_some_and(|m| m["bridge"]["exitedAt"].is_string())

@@ -149,10 +149,7 @@ pub fn start_reconnect_shell_stop_replace_forget() -> Outcome {
 
     let run = w.confirmed_action("replace-sandbox", &pane);
     check!(run.ok(), "replace: {}", run.show());
-    let fresh = run.result["sandboxName"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let fresh = run.text("sandboxName");
     check!(
         fresh != name && run.result["deleted"] == json!([name]),
         "replace fields {}",
@@ -274,7 +271,7 @@ pub fn missing_agent_binary_is_config() -> Outcome {
     w.set("FAKE_SBX_MISSING_BINARIES", "claude");
     let run = w.action("start-agent", w.ctx(&repo));
     check!(run.ok(), "start-agent itself succeeds: {}", run.show());
-    let pane = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+    let pane = run.text("paneId");
     w.wait_for("the bridge to fail", || {
         w.mapping(&pane)
             .is_some_and(|m| m["lifecycleState"] == "failed" && m["bridge"]["exitedAt"].is_string())
@@ -355,7 +352,7 @@ pub fn without_a_focused_pane_opens_a_tab() -> Outcome {
             .any(|p| p[0] == "--workspace" && p[1] == "w1"),
         "in the workspace: {tab:?}"
     );
-    let pane = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+    let pane = run.text("paneId");
     w.wait_for("the agent", || {
         w.mapping(&pane)
             .is_some_and(|m| m["bridge"]["exitedAt"].is_string())

@@ -334,7 +334,7 @@ pub fn timeouts_are_daemon_failures() -> Outcome {
     w.set("HERDR_SBX_SLOW_TIMEOUT_MS", "300");
     let run = w.action("start-agent", w.ctx(&repo));
     check!(run.ok(), "{}", run.show());
-    let fresh = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+    let fresh = run.text("paneId");
     w.wait_for("the create to be killed", || {
         w.mapping(&fresh)
             .is_some_and(|m| m["lifecycleState"] == "failed" && m["lastError"]["kind"] == "daemon")

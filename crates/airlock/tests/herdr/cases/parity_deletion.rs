@@ -124,11 +124,8 @@ pub fn prune_keeps_a_bridge_in_creating() -> Outcome {
     let repo = w.git_repo("repo");
     w.set("FAKE_SBX_DELAY_MS", "create=4000");
     let run = w.action("start-agent", w.ctx(&repo));
-    let pane = run.result["paneId"].as_str().unwrap_or_default().to_owned();
-    let name = run.result["sandboxName"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let pane = run.text("paneId");
+    let name = run.text("sandboxName");
     w.wait_for("the bridge to be creating", || {
         w.mapping(&pane)
             .is_some_and(|m| m["lifecycleState"] == "creating" && m["bridge"]["pid"].is_u64())
@@ -197,10 +194,7 @@ pub fn replace_uses_the_configured_agent_and_keeps_history() -> Outcome {
     let (pane, first) = w.start_agent(&repo)?;
     w.write_config(json!({"agentKind": "codex"}));
     let run = w.confirmed_action("replace-sandbox", &pane);
-    let second = run.result["sandboxName"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let second = run.text("sandboxName");
     check!(
         run.result
             == json!({"schemaVersion": 1, "plugin": "airlock.sandbox", "action": "replace-sandbox", "ok": true,
@@ -225,10 +219,7 @@ pub fn replace_uses_the_configured_agent_and_keeps_history() -> Outcome {
         "HERDR_AGENT=codex: {session}"
     );
     let run = w.confirmed_action("replace-sandbox", &pane);
-    let third = run.result["sandboxName"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let third = run.text("sandboxName");
     check!(
         run.ok() && run.result["deleted"] == json!([second]),
         "{}",

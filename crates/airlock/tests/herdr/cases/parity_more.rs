@@ -20,10 +20,7 @@ pub fn swallowed_command_moves_next_to_the_user() -> Outcome {
     w.set("HERDR_SBX_BRIDGE_START_TIMEOUT_MS", "300");
     let started = std::time::Instant::now();
     let run = w.action("reconnect", w.ctx_pane("w1:p1"));
-    let moved = run.result["movedTo"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let moved = run.text("movedTo");
     check!(
         run.result
             == json!({"schemaVersion": 1, "plugin": "airlock.sandbox", "action": "reconnect", "ok": true,
@@ -78,7 +75,7 @@ pub fn shell_protects_a_rehomed_sandbox() -> Outcome {
     })?;
     w.remove_pane(&pane);
     let run = w.action("reconnect", w.ctx_in(Some("wP"), "wP:p1"));
-    let adopted = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+    let adopted = run.text("paneId");
     check!(
         run.ok() && run.result["adoptedFrom"] == pane.as_str(),
         "{}",

@@ -60,7 +60,7 @@ pub fn orphan_reachable_from_any_workspace() -> Outcome {
             .is_some_and(|m| m["shells"].as_array().is_some_and(Vec::is_empty))
     })?;
     let run = w.action("reconnect", from_p);
-    let adopted = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+    let adopted = run.text("paneId");
     check!(
         run.result
             == json!({"schemaVersion": 1, "plugin": "airlock.sandbox", "action": "reconnect", "ok": true,
@@ -170,7 +170,7 @@ pub fn orphan_deletions_and_ambiguity() -> Outcome {
         Some(&ctx),
         &[("FAKE_HERDR_POPUP_INPUT", "DELETE\n")],
     );
-    let pane = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+    let pane = run.text("paneId");
     check!(
         run.ok()
             && run.result["adoptedFrom"] == first.as_str()
@@ -346,7 +346,7 @@ pub fn conflict_rules() -> Outcome {
     let hold = w.root.join("release-agent");
     w.set("FAKE_SBX_ATTACH_HOLD", &hold.display().to_string());
     let run = w.action("start-agent", w.ctx(&repo));
-    let pane = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+    let pane = run.text("paneId");
     let name = run.result["sandboxName"].clone();
     w.wait_for("the agent to attach", || {
         w.mapping(&pane)
@@ -444,7 +444,7 @@ pub fn open_shell_with_a_vanished_cwd() -> Outcome {
     let sub = repo.join("packages/gone");
     std::fs::create_dir_all(&sub).map_err(|e| e.to_string())?;
     let run = w.action("start-agent", w.ctx(&sub));
-    let pane = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+    let pane = run.text("paneId");
     w.wait_for_bridge_exit(&pane)?;
     std::fs::remove_dir_all(repo.join("packages")).map_err(|e| e.to_string())?;
     let run = w.action("open-shell", w.ctx_pane(&pane));

@@ -40,7 +40,7 @@ pub fn adopts_a_mapping_whose_pane_is_gone() -> Outcome {
         split[2] == "w1:p1",
         "the new pane opens next to the caller: {split:?}"
     );
-    let new_pane = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+    let new_pane = run.text("paneId");
     check!(
         new_pane != pane && w.mapping(&pane).is_none(),
         "moved off the old pane"
@@ -64,7 +64,7 @@ pub fn adopts_a_mapping_whose_pane_is_gone() -> Outcome {
         "the existing sandbox was reused, not recreated ({creates} creates)"
     );
     // replace-sandbox adopts too: the pane is gone again after another restart.
-    let adopted = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+    let adopted = run.text("paneId");
     w.wait_for("the bridge to exit", || {
         w.mapping(&adopted)
             .is_some_and(|m| m["bridge"]["pid"].is_null())
@@ -78,11 +78,8 @@ pub fn adopts_a_mapping_whose_pane_is_gone() -> Outcome {
         "replace adopts: {}",
         run.show()
     );
-    let fresh = run.result["sandboxName"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let pane_now = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+    let fresh = run.text("sandboxName");
+    let pane_now = run.text("paneId");
     w.wait_for("the fresh sandbox in the adopting pane", || {
         w.sandbox(&fresh).is_some()
             && w.mapping(&pane_now)
@@ -99,10 +96,7 @@ pub fn swallowed_command_moves_to_a_fresh_pane() -> Outcome {
     w.set("HERDR_SBX_ACK_TIMEOUT_MS", "300");
     let run = w.action("reconnect", w.ctx_pane(&pane));
     check!(run.ok(), "reconnect: {}", run.show());
-    let moved = run.result["movedTo"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let moved = run.text("movedTo");
     check!(
         !moved.is_empty()
             && run.result["paneId"] == moved.as_str()
@@ -141,7 +135,7 @@ pub fn guards_refuse_while_agent_or_bridge_runs() -> Outcome {
     w.set("FAKE_SBX_ATTACH_HOLD", &hold.display().to_string());
     let run = w.action("start-agent", w.ctx(&repo));
     check!(run.ok(), "{}", run.show());
-    let pane = run.result["paneId"].as_str().unwrap_or_default().to_owned();
+    let pane = run.text("paneId");
     w.wait_for("the agent to attach", || {
         w.mapping(&pane)
             .is_some_and(|m| m["lifecycleState"] == "ready")
