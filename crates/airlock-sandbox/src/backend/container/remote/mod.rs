@@ -363,9 +363,12 @@ fn bring_back(
     if applied.kept.is_empty() {
         let _ = crate::state::remove_tree(staging);
     } else {
+        // The developer is pointed at this copy: git must not open the container's repository.
+        receive::retire_git(staging);
         eprintln!(
-            "airlock: the container's copy is kept in {}",
-            staging.display()
+            "airlock: the container's copy is kept in {} (its git metadata renamed {})",
+            staging.display(),
+            receive::RETIRED_GIT
         );
     }
     Ok(())

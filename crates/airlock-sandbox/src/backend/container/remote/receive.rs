@@ -213,3 +213,46 @@ pub(super) fn check(rc: i32) -> io::Result<()> {
         Ok(())
     }
 }
+
+/// The name a staged `.git` is given when the staging copy is kept for the developer.
+pub const RETIRED_GIT: &str = ".git.airlock-quarantine";
+
+/// Renames every `.git` (directory or file) in the staged copy to [`RETIRED_GIT`] (`-2`, `-3`,
+/// … when taken), so a developer who runs git in a copy kept after a conflict never opens the
+/// container's repository: its config (`core.fsmonitor`, `core.hooksPath`), hooks and
+/// `commondir` would run on the host. Links are not followed (the walk reads entry types, and
+/// only real directories are entered). Returns the paths renamed, relative to `staging`.
+pub fn retire_git(staging: &Path) -> Vec<PathBuf> {
+    let mut retired = Vec::new();
+    retire_below(staging, Path::new(""), &mut retired);
+    retired
+}
+
+fn retire_below(dir: &Path, rel: &Path, retired: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if name == ".git" {
+            for n in 1..=100 {
+                let to = match n {
+                    1 => RETIRED_GIT.to_owned(),
+                    n => format!("{RETIRED_GIT}-{n}"),
+                };
+                if std::fs::symlink_metadata(dir.join(&to)).is_ok() {
+                    continue;
+                }
+                if std::fs::rename(entry.path(), dir.join(&to)).is_ok() {
+                    retired.push(rel.join(&to));
+                }
+                break;
+            }
+        } else if kind.is_dir() {
+            retire_below(&entry.path(), &rel.join(&name), retired);
+        }
+    }
+}

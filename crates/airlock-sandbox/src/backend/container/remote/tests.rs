@@ -319,3 +319,46 @@ proptest::proptest! {
         }
     }
 }
+
+/// A copy kept after a conflict holds the container's `.git` (with `core.fsmonitor`) and a nested
+/// repository: both are renamed, so git run there opens neither; a link named `.git`'s target and
+/// plain files are left as they are (control).
+#[test]
+fn a_kept_copy_has_no_git_metadata_git_would_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let staging = dir.path().join("back");
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(staging.join(".git")).unwrap();
+    std::fs::write(
+        staging.join(".git/config"),
+        "[core]\n\tfsmonitor = touch /tmp/x\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(staging.join("sub/deeper")).unwrap();
+    std::fs::write(staging.join("sub/deeper/.git"), "gitdir: /elsewhere\n").unwrap();
+    std::fs::create_dir_all(staging.join("sub/.git.airlock-quarantine")).unwrap();
+    std::fs::create_dir_all(outside.join(".git")).unwrap();
+    std::os::unix::fs::symlink(&outside, staging.join("link")).unwrap();
+    std::fs::write(staging.join("plain.txt"), "kept\n").unwrap();
+    std::fs::create_dir_all(staging.join("sub/.git")).unwrap();
+
+    let mut retired = receive::retire_git(&staging);
+    retired.sort();
+    assert_eq!(
+        retired,
+        [
+            PathBuf::from(".git.airlock-quarantine"),
+            PathBuf::from("sub/.git.airlock-quarantine-2"),
+            PathBuf::from("sub/deeper/.git.airlock-quarantine"),
+        ]
+    );
+    assert!(!staging.join(".git").exists() && !staging.join("sub/.git").exists());
+    assert!(!staging.join("sub/deeper/.git").exists());
+    assert!(staging.join(".git.airlock-quarantine/config").exists());
+    // Control: nothing beyond a link is touched, plain files stay.
+    assert!(outside.join(".git").is_dir());
+    assert_eq!(
+        std::fs::read_to_string(staging.join("plain.txt")).unwrap(),
+        "kept\n"
+    );
+}
