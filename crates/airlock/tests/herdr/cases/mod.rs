@@ -27,6 +27,10 @@ pub const CASES: &[Case] = &[
         sbx_run::default_spec_calls_and_exit_code,
     ),
     (
+        "sbx_run_a_repository_made_in_the_workspace_is_quarantined",
+        sbx_run::a_repository_made_in_the_workspace_is_quarantined,
+    ),
+    (
         "sbx_run_no_network_and_ports",
         sbx_run::no_network_and_ports,
     ),

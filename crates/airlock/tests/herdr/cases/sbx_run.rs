@@ -447,3 +447,38 @@ pub fn a_worktree_carries_its_repository_read_only() -> Outcome {
     );
     Ok(())
 }
+
+/// The VM writes the project (sbx's workspace, read-write): a repository it makes there, with a
+/// config that would run on the host's next `git status`, is quarantined when the session ends,
+/// as after a native session. Control: a plain directory it makes stays as it is.
+pub fn a_repository_made_in_the_workspace_is_quarantined() -> Outcome {
+    let w = World::new();
+    let repo = w.git_repo("proj");
+    let r = run_in(
+        &w,
+        &repo,
+        RUNNABLE,
+        &[
+            "sh",
+            "-c",
+            "mkdir -p planted/.git notes && echo '[core] fsmonitor = touch /tmp/pwned' > planted/.git/config && echo n > notes/n.txt",
+        ],
+        &[],
+    );
+    check!(r.code == 0, "{}", r.show());
+    check!(
+        !repo.join("planted/.git").exists()
+            && repo.join("planted/.git.airlock-quarantine").is_dir(),
+        "the VM's repository is out of git's sight: {}",
+        r.show()
+    );
+    check!(
+        std::fs::read_to_string(repo.join("notes/n.txt"))
+            .ok()
+            .as_deref()
+            == Some("n\n"),
+        "control: {}",
+        r.show()
+    );
+    Ok(())
+}
