@@ -278,6 +278,54 @@ pub fn write_etc(mode: &Mode) -> Outcome {
     control_project_write(&mut w)
 }
 
+/// The system files of /etc are read-only copies in the sandbox's root (not binds): none of them
+/// can be written, chmodded, chowned, renamed or removed, and each reads as the host's file does.
+/// Control: the same operations on a file the sandbox wrote in the project succeed.
+pub fn etc_copies_fixed(mode: &Mode) -> Outcome {
+    let mut w = World::new(mode)?;
+    let files: Vec<&str> = ["/etc/passwd", "/etc/group", "/etc/ld.so.cache"]
+        .into_iter()
+        .filter(|f| Path::new(f).is_file())
+        .collect();
+    if files.is_empty() {
+        return Err(skip(
+            "this host has none of /etc/passwd, /etc/group, /etc/ld.so.cache",
+        ));
+    }
+    let before: Vec<Vec<u8>> = files.iter().map(fs::read).collect::<Result<_, _>>()?;
+    for file in &files {
+        for attempt in ["open-write", "chmod-same", "chown-same", "unlink"] {
+            w.probe(Net::Host, &[attempt, file])?.denied(&[])?;
+        }
+        let moved = format!("{file}.airlock-escape");
+        w.probe(Net::Host, &["rename", file, &moved])?.denied(&[])?;
+    }
+    let p = w.probe(Net::Host, &["read", "/etc/passwd"])?;
+    p.succeeded()?;
+    let host_passwd = fs::read_to_string("/etc/passwd")?;
+    let first = host_passwd.lines().next().unwrap_or_default();
+    check!(
+        p.stdout_has(first),
+        "/etc/passwd inside does not read as the host's (first line {first:?}):\n      {}",
+        p.run.describe()
+    );
+    for (file, bytes) in files.iter().zip(&before) {
+        check!(
+            fs::read(file)? == *bytes,
+            "ESCAPE: host file {file} changed during the case"
+        );
+    }
+    let scratch = s(&w.project.join("etc-control")).to_owned();
+    let moved = format!("{scratch}.moved");
+    w.probe(Net::Host, &["write", &scratch])?.succeeded()?;
+    for attempt in ["open-write", "chmod-same", "chown-same"] {
+        w.probe(Net::Host, &[attempt, &scratch])?.succeeded()?;
+    }
+    w.probe(Net::Host, &["rename", &scratch, &moved])?
+        .succeeded()?;
+    w.probe(Net::Host, &["unlink", &moved])?.succeeded()
+}
+
 pub fn write_project_sibling(mode: &Mode) -> Outcome {
     let mut w = World::new(mode)?;
     let sibling_secret = Secrets::sibling(&w);

@@ -72,6 +72,10 @@ pub const CASES: &[Case] = &[
         run: files::write_etc,
     },
     Case {
+        name: "etc-copies-fixed",
+        run: files::etc_copies_fixed,
+    },
+    Case {
         name: "write-project-sibling",
         run: files::write_project_sibling,
     },
