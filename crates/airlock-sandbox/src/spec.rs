@@ -134,9 +134,6 @@ pub enum MountOp {
     },
     /// A private, writable copy of a host file, discarded at exit.
     CopyFile { source: PathBuf, target: PathBuf },
-    /// A read-only copy of a small host file, taken at start: cheaper than a bind. A backend
-    /// that cannot copy (or a source that is not a small regular file) binds it read-only.
-    Snapshot { source: PathBuf, target: PathBuf },
     /// A symlink created in the sandbox's root.
     Symlink { target: PathBuf, link_to: PathBuf },
     /// A fresh procfs of the sandbox's pid namespace.
@@ -154,7 +151,6 @@ impl MountOp {
             | MountOp::MaskFile { target }
             | MountOp::Overlay { target, .. }
             | MountOp::CopyFile { target, .. }
-            | MountOp::Snapshot { target, .. }
             | MountOp::Symlink { target, .. }
             | MountOp::Proc { target }
             | MountOp::Dev { target } => target,

@@ -34,38 +34,6 @@ fn secrets_and_unlisted_host_env_stay_out() {
 }
 
 #[test]
-fn etc_files_are_copies_except_the_ones_network_managers_rewrite() {
-    let spec = build(&Profile::default(), &host(), &RunRequest::default()).expect("spec");
-    let op_at = |target: &str| {
-        spec.mounts
-            .iter()
-            .rfind(|op| op.target() == Path::new(target))
-            .unwrap_or_else(|| panic!("{target} missing"))
-    };
-    assert!(
-        matches!(op_at("/etc/passwd"), MountOp::Snapshot { source, .. } if source == Path::new("/etc/passwd"))
-    );
-    // A link elsewhere in /etc is copied as what it points at.
-    assert!(matches!(
-        op_at("/etc/ssl/cert.pem"),
-        MountOp::Snapshot { source, .. } if source == Path::new("/etc/ssl/certs/ca-certificates.crt")
-    ));
-    for live in ["/etc/hosts", "/etc/resolv.conf"] {
-        assert!(
-            matches!(
-                op_at(live),
-                MountOp::Bind {
-                    writable: false,
-                    ..
-                }
-            ),
-            "{live} must stay a read-only bind: {:?}",
-            op_at(live)
-        );
-    }
-}
-
-#[test]
 fn parents_come_before_children() {
     let spec = build(&Profile::default(), &host(), &RunRequest::default()).expect("spec");
     let order = targets(&spec.mounts);

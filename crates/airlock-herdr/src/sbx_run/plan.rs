@@ -274,7 +274,6 @@ fn kind(op: &MountOp) -> &'static str {
         MountOp::MaskFile { .. } => "a hidden file",
         MountOp::Overlay { .. } => "an overlay",
         MountOp::CopyFile { .. } => "a private copy",
-        MountOp::Snapshot { .. } => "a read-only copy",
         MountOp::Symlink { .. } => "a symlink",
         MountOp::Proc { .. } | MountOp::Dev { .. } => "a kernel filesystem",
     }

@@ -344,21 +344,17 @@ impl MountPlan {
     }
 }
 
-/// /etc files that the host rewrites while it runs: bound, not copied.
-const LIVE_ETC_FILES: &[&str] = &["/etc/hosts", "/etc/resolv.conf"];
-
-fn bind_readonly(source: &Path, target: &Path) -> MountOp {
-    MountOp::Bind {
-        source: source.to_owned(),
-        target: target.to_owned(),
-        writable: false,
-    }
-}
-
 fn system_mounts(host: &HostFacts, plan: &mut MountPlan) {
     for (path, kind) in &host.system {
         match kind {
-            PathKind::Dir => plan.push(bind_readonly(path, path), "a system directory"),
+            PathKind::Dir => plan.push(
+                MountOp::Bind {
+                    source: path.clone(),
+                    target: path.clone(),
+                    writable: false,
+                },
+                "a system directory",
+            ),
             PathKind::Symlink { link_to, .. } => plan.push(
                 MountOp::Symlink {
                     target: path.clone(),
@@ -370,41 +366,30 @@ fn system_mounts(host: &HostFacts, plan: &mut MountPlan) {
         }
     }
     for (path, kind) in &host.etc {
-        // What the sandbox sees at `path`: the file itself, or what a link outside /usr points at.
-        let source = match kind {
-            PathKind::Dir => {
-                plan.push(bind_readonly(path, path), "a system directory");
-                continue;
-            }
-            PathKind::File => path,
+        let op = match kind {
+            PathKind::Dir | PathKind::File => MountOp::Bind {
+                source: path.clone(),
+                target: path.clone(),
+                writable: false,
+            },
             // A link into /usr works as a link inside too (and keeps e.g. the zone name readable from
             // /etc/localtime); a link elsewhere (resolv.conf into /run) is bound as what it points at.
             PathKind::Symlink {
                 link_to,
                 resolved: Some(resolved),
-            } if resolved.starts_with("/usr") => {
-                let op = MountOp::Symlink {
-                    target: path.clone(),
-                    link_to: link_to.clone(),
-                };
-                plan.push(op, "a system file");
-                continue;
-            }
+            } if resolved.starts_with("/usr") => MountOp::Symlink {
+                target: path.clone(),
+                link_to: link_to.clone(),
+            },
             PathKind::Symlink {
                 resolved: Some(resolved),
                 ..
-            } => resolved,
-            _ => continue,
-        };
-        // Files change rarely while a sandbox runs, and a copy costs less than a mount. The files
-        // network managers rewrite at any time stay binds, so the sandbox sees the change.
-        let op = if LIVE_ETC_FILES.iter().any(|live| path == Path::new(live)) {
-            bind_readonly(source, path)
-        } else {
-            MountOp::Snapshot {
-                source: source.clone(),
+            } => MountOp::Bind {
+                source: resolved.clone(),
                 target: path.clone(),
-            }
+                writable: false,
+            },
+            _ => continue,
         };
         plan.push(op, "a system file");
     }

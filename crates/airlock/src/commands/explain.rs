@@ -333,11 +333,9 @@ impl<'a> Launch<'a> {
 /// A mount operation in the words of the mount modes (docs/tools.md, README).
 fn op_mode(op: &MountOp) -> &'static str {
     match op {
-        // A snapshot is a read-only copy taken at start: read-only to the sandbox like a bind.
         MountOp::Bind {
             writable: false, ..
-        }
-        | MountOp::Snapshot { .. } => "readonly",
+        } => "readonly",
         MountOp::Bind { writable: true, .. } => "readwrite",
         MountOp::Overlay { upper, .. } => match upper {
             Upper::Persistent { .. } => "overlay",

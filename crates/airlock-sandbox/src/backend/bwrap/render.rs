@@ -199,9 +199,6 @@ impl Renderer {
                 let flag = if *writable { "--bind" } else { "--ro-bind" };
                 self.pair(flag, source, target);
             }
-            // A read-only copy in bwrap is a bind of a deleted file (--ro-bind-data): a mount
-            // either way, so the file is bound.
-            MountOp::Snapshot { source, target } => self.pair("--ro-bind", source, target),
             MountOp::Tmpfs { target, writable } => {
                 if *writable {
                     self.opt("--perms", "1777");

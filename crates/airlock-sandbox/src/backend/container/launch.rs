@@ -89,10 +89,7 @@ fn check_sources(spec: &SandboxSpec) -> Result<(), LaunchError> {
         })
         .collect();
     for op in &spec.mounts {
-        if let MountOp::Bind { source, .. }
-        | MountOp::CopyFile { source, .. }
-        | MountOp::Snapshot { source, .. } = op
-        {
+        if let MountOp::Bind { source, .. } | MountOp::CopyFile { source, .. } = op {
             for (_, tree) in &writable {
                 if let Some(rel) = source
                     .strip_prefix(tree)

@@ -143,9 +143,7 @@ fn targets(spec: &SandboxSpec, pick: impl Fn(&MountOp) -> bool) -> Vec<String> {
 
 fn paths_of(op: &MountOp) -> Vec<&Path> {
     match op {
-        MountOp::Bind { source, target, .. }
-        | MountOp::CopyFile { source, target }
-        | MountOp::Snapshot { source, target } => {
+        MountOp::Bind { source, target, .. } | MountOp::CopyFile { source, target } => {
             vec![source, target]
         }
         other => vec![other.target()],
@@ -355,8 +353,6 @@ impl Args {
                 target,
                 writable,
             } => self.bind(source, target, *writable),
-            // The image has no root tmpfs to copy into: a read-only bind.
-            MountOp::Snapshot { source, target } => self.bind(source, target, false),
             MountOp::Tmpfs {
                 target,
                 writable: true,

@@ -3,10 +3,10 @@
 
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
-use super::target::{create_new, open_or_mkdir};
+use super::target::open_or_mkdir;
 use super::{SetupError, attach, fail, relative};
 use crate::native::sys;
 
@@ -106,8 +106,22 @@ pub(super) fn copy_file(
     let from = sys::openat2(old, &rel, libc::O_RDONLY, sys::RESOLVE_IN_ROOT)
         .map_err(fail("cannot open", source))?;
     let name = scratch_name(base, "copy").map_err(fail("cannot name a private copy of", source))?;
-    let mut to =
-        create_new(base, &name).map_err(fail("cannot create a private copy of", source))?;
+    // SAFETY: valid fd and C string; the fd is owned right below.
+    let raw = unsafe {
+        libc::openat(
+            base.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o600,
+        )
+    };
+    if raw < 0 {
+        return Err(fail("cannot create a private copy of", source)(
+            io::Error::last_os_error(),
+        ));
+    }
+    // SAFETY: freshly opened.
+    let mut to = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(raw) });
     let mut from = std::fs::File::from(from);
     std::io::copy(&mut from, &mut to).map_err(fail("cannot copy", source))?;
     drop(to);

@@ -19,12 +19,10 @@ use crate::spec::MountOp;
 
 pub(crate) mod dev;
 mod layers;
-mod snapshot;
 pub(crate) mod target;
 
 use dev::dev;
 use layers::{copy_file, overlay};
-use snapshot::snapshot;
 use target::{mount_point, parent_dir};
 
 /// A failed step, with the path it was about and the kernel's error.
@@ -205,7 +203,6 @@ fn apply(
             upper,
         } => overlay(old, new, base, lower, target, upper),
         MountOp::CopyFile { source, target } => copy_file(old, new, base, source, target),
-        MountOp::Snapshot { source, target } => snapshot(old, new, source, target),
     }
 }
 

@@ -105,25 +105,6 @@ pub(super) fn parent_dir<'a>(
     Ok((dir, last))
 }
 
-/// Creates the new file `name` in `dir` for writing (mode 0600 before the umask); fails with EEXIST
-/// when anything, a symlink included, is already there.
-pub(super) fn create_new(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<std::fs::File> {
-    // SAFETY: valid fd and C string; the fd is owned right below.
-    let raw = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            0o600,
-        )
-    };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: freshly opened.
-    Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(raw) }))
-}
-
 pub(crate) fn open_or_mkdir(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<OwnedFd> {
     let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW;
     let resolve = sys::RESOLVE_NO_SYMLINKS | sys::RESOLVE_BENEATH;

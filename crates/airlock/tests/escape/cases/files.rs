@@ -278,10 +278,10 @@ pub fn write_etc(mode: &Mode) -> Outcome {
     control_project_write(&mut w)
 }
 
-/// The system files of /etc are read-only copies in the sandbox's root (not binds): none of them
-/// can be written, chmodded, chowned, renamed or removed, and each reads as the host's file does.
+/// The system files of /etc the sandbox gets are fixed: none of them can be written, chmodded,
+/// chowned, renamed or removed, and each reads as the host's file does.
 /// Control: the same operations on a file the sandbox wrote in the project succeed.
-pub fn etc_copies_fixed(mode: &Mode) -> Outcome {
+pub fn etc_files_fixed(mode: &Mode) -> Outcome {
     let mut w = World::new(mode)?;
     let files: Vec<&str> = ["/etc/passwd", "/etc/group", "/etc/ld.so.cache"]
         .into_iter()

@@ -72,8 +72,8 @@ pub const CASES: &[Case] = &[
         run: files::write_etc,
     },
     Case {
-        name: "etc-copies-fixed",
-        run: files::etc_copies_fixed,
+        name: "etc-files-fixed",
+        run: files::etc_files_fixed,
     },
     Case {
         name: "write-project-sibling",

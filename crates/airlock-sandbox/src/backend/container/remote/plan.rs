@@ -51,9 +51,7 @@ pub fn unsupported(spec: &SandboxSpec, engine: &Engine) -> Vec<String> {
             MountOp::Tmpfs { target, .. } if inside(target) => {
                 Some(format!("a tmpfs at {}", target.display()))
             }
-            MountOp::CopyFile { target, .. } | MountOp::Snapshot { target, .. }
-                if inside(target) =>
-            {
+            MountOp::CopyFile { target, .. } if inside(target) => {
                 Some(format!("a copy of a host file at {}", target.display()))
             }
             _ => None,
