@@ -61,9 +61,10 @@ fn watch_git(dir: &Path) {
     if let Some(branch) = git(dir, &["symbolic-ref", "-q", "HEAD"]) {
         watched.push(common.join(branch));
     }
-    for path in watched {
-        // A path that does not exist yet (no packed-refs) is still watched: cargo reruns once it
-        // appears.
+    // Only paths that exist: cargo reruns the script on every build while a watched path is
+    // missing (and rebuilds the crate with it). A fresh clone has no packed-refs; when `git
+    // pack-refs` makes one, it removes the branch's loose ref, which is watched.
+    for path in watched.iter().filter(|p| p.exists()) {
         println!("cargo:rerun-if-changed={}", path.display());
     }
 }
