@@ -33,6 +33,8 @@ pub struct Container {
     exe: PathBuf,
     /// The engine sockets on this machine a bind must never expose.
     sockets: Vec<PathBuf>,
+    /// Whether this host has a pure cgroup v2 hierarchy (rootless podman's limits need it).
+    cgroup_v2: bool,
 }
 
 /// Resolves the engine: `[sandbox.container] engine`, else the one `CONTAINER_HOST` /
@@ -82,6 +84,7 @@ pub fn resolve(
         settings: settings.clone(),
         exe,
         sockets,
+        cgroup_v2: render::cgroup_v2_host(),
     })
 }
 
@@ -236,7 +239,15 @@ impl Backend for Container {
                 }
                 out
             }
-            _ => render::unsupported(spec, &self.sockets),
+            _ => {
+                let mut out = render::unsupported(spec, &self.sockets);
+                out.extend(render::limits_refusal(
+                    &spec.limits,
+                    &self.engine,
+                    self.cgroup_v2,
+                ));
+                out
+            }
         }
     }
 
@@ -249,6 +260,10 @@ impl Backend for Container {
             let mut argv = vec![self.engine.program.display().to_string()];
             argv.extend(remote::argv(self, spec));
             return Ok(vec![argv]);
+        }
+        let refused = self.unsupported(spec);
+        if !refused.is_empty() {
+            return Err(refused.join("; "));
         }
         let image = match &self.settings.image {
             Some(image) => image.clone(),
