@@ -91,7 +91,10 @@ fn modes() -> Vec<(String, Result<Mode, Failure>)> {
             let rootless = mode.as_ref().ok().and_then(Mode::rootless_missing);
             let mode = match missing.clone().or(rootless) {
                 Some(why) => Err(Failure::Skip(why)),
-                None => mode,
+                None => match mode.as_ref().ok().and_then(Mode::rootless_broken) {
+                    Some(why) => Err(Failure::Fail(why)),
+                    None => mode,
+                },
             };
             modes.push((format!("{name} {backend}"), mode));
         }

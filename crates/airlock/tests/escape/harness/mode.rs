@@ -111,6 +111,25 @@ impl Mode {
         self.rootless.as_ref().and_then(Rootless::missing)
     }
 
+    /// Why this mode's rootless podman does not run although it has what it needs (`podman
+    /// info` as the user fails or is not rootless): the mode then fails, it does not skip.
+    pub fn rootless_broken(&self) -> Option<String> {
+        let rootless = self.rootless.as_ref()?;
+        let mut cmd = self.command(Path::new("/usr/bin/podman"), rootless.home());
+        cmd.args(["info", "--format", "{{.Host.Security.Rootless}}"])
+            .current_dir("/");
+        let what = format!("rootless podman as {} does not run", self.label);
+        match cmd.output() {
+            Ok(out) if out.status.success() && out.stdout.trim_ascii() == b"true" => None,
+            Ok(out) => Some(format!(
+                "{what}: podman info: {}{}",
+                String::from_utf8_lossy(&out.stdout).trim(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )),
+            Err(e) => Some(format!("{what}: cannot start podman info: {e}")),
+        }
+    }
+
     /// A command that runs `program` as this mode's user with a clean environment.
     pub fn command(&self, program: &Path, home: &Path) -> Command {
         let mut cmd = Command::new(program);

@@ -101,6 +101,11 @@ impl Rootless {
         why_not(&self.user)
     }
 
+    /// A home for podman's own commands here (the suite's cases run with their world's).
+    pub fn home(&self) -> &Path {
+        self.dir.path()
+    }
+
     /// The variables podman (through airlock) runs with.
     pub fn env(&self) -> [(&'static str, PathBuf); 3] {
         let base = self.dir.path();
