@@ -17,6 +17,7 @@ mod launch;
 pub mod remote;
 pub mod render;
 pub mod seccomp;
+mod watchdog;
 
 use std::path::{Path, PathBuf};
 
