@@ -143,9 +143,15 @@ pub fn doctor_row(container: Result<&Container, String>) -> crate::doctor::Check
             status: Status::Ok,
             detail: format!(
                 "{} {version} at {place}, reachable{}; overlays and hidden files are refused \
-                 with it",
+                 with it{}",
                 e.program.display(),
-                if e.rootless { ", rootless" } else { "" }
+                if e.rootless { ", rootless" } else { "" },
+                if e.rootless && !c.cgroup_v2 {
+                    ", and so are [sandbox.resources] limits (rootless podman on cgroup v1 \
+                     ignores them)"
+                } else {
+                    ""
+                }
             ),
             fix: None,
         },
