@@ -7,6 +7,8 @@
 //! `N passed, N failed, N skipped` line. Arguments not starting with `-` filter cases by name;
 //! `AIRLOCK_ESCAPE_BIN` points the suite at another binary (e.g. a deliberately broken one);
 //! `AIRLOCK_ESCAPE_BACKEND` runs the modes of one backend only (`native`, `bwrap`, `container`).
+//! A container mode of a user other than root runs that user's own rootless podman
+//! (`harness/rootless.rs`).
 
 mod cases;
 mod harness;
