@@ -520,3 +520,59 @@ fn a_mount_through_a_link_planted_in_the_project_is_refused() {
     let out = launch(&h, &[], "echo RAN");
     assert!(stdout(&out).contains("RAN"), "{}", report(&out));
 }
+
+/// SIGKILL of airlock stops its container: the engine's client is not the container (conmon
+/// keeps it), so airlock's watchdog kills it by name. Control: the container runs before.
+#[test]
+fn a_container_stops_when_airlock_is_killed() {
+    if !podman_runs() {
+        return;
+    }
+    let h = TestHome::new("home/code/app");
+    let mut cmd = h.airlock(&[
+        "run",
+        "--network",
+        "none",
+        "--no-hide-env",
+        "--",
+        "sh",
+        "-c",
+        "touch started; exec sleep 1000",
+    ]);
+    cmd.env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("SHELL", "/bin/sh")
+        .env("CONTAINERS_CONF", conf(&h))
+        .env("AIRLOCK_BACKEND", "container")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut airlock = cmd.spawn().expect("spawn airlock");
+    let suffix = format!("-{}", airlock.id());
+    let running = || {
+        let out = Command::new("/usr/bin/podman")
+            .env("CONTAINERS_CONF", conf(&h))
+            .args(["ps", "-a", "--format", "{{.Names}}"])
+            .output()
+            .unwrap();
+        stdout(&out)
+            .lines()
+            .any(|n| n.starts_with("airlock-app-") && n.ends_with(&suffix))
+    };
+    let until = |what: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !what() {
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        true
+    };
+    let started = until(&|| h.project.join("started").exists() && running());
+    airlock.kill().unwrap();
+    airlock.wait().unwrap();
+    assert!(started, "control: the container never ran");
+    assert!(
+        until(&|| !running()),
+        "the container outlived airlock's SIGKILL by 30 s"
+    );
+}

@@ -7,6 +7,8 @@
 //! `N passed, N failed, N skipped` line. Arguments not starting with `-` filter cases by name;
 //! `AIRLOCK_ESCAPE_BIN` points the suite at another binary (e.g. a deliberately broken one);
 //! `AIRLOCK_ESCAPE_BACKEND` runs the modes of one backend only (`native`, `bwrap`, `container`).
+//! A container mode of a user other than root runs that user's own rootless podman
+//! (`harness/rootless.rs`).
 
 mod cases;
 mod harness;
@@ -87,12 +89,14 @@ fn modes() -> Vec<(String, Result<Mode, Failure>)> {
             _ => None,
         };
         for (name, mode) in users(backend) {
-            let mode = match (&missing, &mode) {
-                (Some(why), _) => Err(Failure::Skip(why.clone())),
-                (None, Ok(m)) if backend == "container" && m.user.is_some() => {
-                    Err(Failure::Skip(rootless_podman_missing(&name)))
-                }
-                _ => mode,
+            // A container mode of a user other than root runs that user's rootless podman.
+            let rootless = mode.as_ref().ok().and_then(Mode::rootless_missing);
+            let mode = match missing.clone().or(rootless) {
+                Some(why) => Err(Failure::Skip(why)),
+                None => match mode.as_ref().ok().and_then(Mode::rootless_broken) {
+                    Some(why) => Err(Failure::Fail(why)),
+                    None => mode,
+                },
             };
             modes.push((format!("{name} {backend}"), mode));
         }
@@ -100,32 +104,11 @@ fn modes() -> Vec<(String, Result<Mode, Failure>)> {
     modes
 }
 
-/// Why the container mode cannot run here, if it cannot: podman missing, or not root (the
-/// engine runs as root on these machines; see `tests/common/podman.rs`).
+/// Why the container mode cannot run here, if it cannot: podman missing. (Root runs root's
+/// podman; another user runs rootless podman of its own, see `harness/rootless.rs`.)
 fn podman_missing() -> Option<String> {
-    if !std::path::Path::new("/usr/bin/podman").is_file() {
-        return Some("podman is not installed (as root: apt-get install podman)".to_owned());
-    }
-    // SAFETY: geteuid cannot fail.
-    (unsafe { libc::geteuid() } != 0).then(|| {
-        "podman's engine runs as root on these machines; run the suite as root for the \
-         container backend"
-            .to_owned()
-    })
-}
-
-/// Rootless podman for the unprivileged user needs subordinate id ranges it does not have here.
-fn rootless_podman_missing(user: &str) -> String {
-    let has_range = std::fs::read_to_string("/etc/subuid")
-        .is_ok_and(|t| t.lines().any(|l| l.starts_with(&format!("{user}:"))));
-    if has_range {
-        format!("rootless podman as {user} is not wired into this suite yet")
-    } else {
-        format!(
-            "rootless podman as {user} needs a subordinate uid range (usermod --add-subuids \
-             100000-165535 --add-subgids 100000-165535 {user}); there is none in /etc/subuid"
-        )
-    }
+    (!std::path::Path::new("/usr/bin/podman").is_file())
+        .then(|| "podman is not installed (as root: apt-get install podman)".to_owned())
 }
 
 /// A case that failed only because its backend refused to launch its spec (bwrap: a mount beneath

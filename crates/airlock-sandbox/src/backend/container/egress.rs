@@ -22,6 +22,8 @@ use super::image;
 
 /// How long the engine may take to start the container before the launch fails.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a namespace file may refuse us while the runtime's init still runs (see `make_listener`).
+const NS_WAIT: Duration = Duration::from_secs(5);
 
 /// The host pid of the container's first process, once the engine says it runs; `None` when
 /// the engine ended first.
@@ -106,9 +108,25 @@ pub(super) fn listener_in(pid: libc::pid_t, port: u16) -> Result<std::net::TcpLi
 
 /// In the child: join the namespaces, bind, listen.
 fn make_listener(pid: libc::pid_t, port: u16) -> Result<OwnedFd, String> {
+    // The engine may name the pid while the runtime's init still runs in it, not dumpable
+    // (rootless podman: its mm belongs to a user namespace above the container's), so the
+    // namespace files refuse us until it execs the wrapper, a moment later.
     let ns = |kind: &str| {
-        std::fs::File::open(format!("/proc/{pid}/ns/{kind}"))
-            .map_err(|e| format!("cannot open the container's {kind} namespace: {e}"))
+        let deadline = Instant::now() + NS_WAIT;
+        loop {
+            match std::fs::File::open(format!("/proc/{pid}/ns/{kind}")) {
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::PermissionDenied
+                        && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                other => {
+                    return other
+                        .map_err(|e| format!("cannot open the container's {kind} namespace: {e}"));
+                }
+            }
+        }
     };
     let same = |kind: &str| -> bool {
         let a = std::fs::metadata(format!("/proc/{pid}/ns/{kind}"));

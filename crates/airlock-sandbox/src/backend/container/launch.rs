@@ -207,6 +207,10 @@ pub(super) fn run_engine(
     let mut command = image::bare_command(&c.engine);
     command.args(args);
     let what = c.engine.program.display().to_string();
+    // Stops the container if airlock dies before the engine's client returns (`watchdog.rs`).
+    let mut kill = image::command(&c.engine);
+    kill.args(["kill", name]);
+    let watchdog = super::watchdog::Watchdog::start(kill).map_err(LaunchError::Setup)?;
     let status = foreground::run(&mut command, &what, &mut |child| {
         start_gates(c, spec, name, child, gates).inspect_err(|_| {
             let _ = image::command(&c.engine)
@@ -216,6 +220,7 @@ pub(super) fn run_engine(
                 .status();
         })
     })?;
+    watchdog.done();
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(ENGINE_FAILED), _) => Err(LaunchError::Setup(format!(

@@ -17,6 +17,7 @@ mod launch;
 pub mod remote;
 pub mod render;
 pub mod seccomp;
+mod watchdog;
 
 use std::path::{Path, PathBuf};
 
@@ -33,6 +34,8 @@ pub struct Container {
     exe: PathBuf,
     /// The engine sockets on this machine a bind must never expose.
     sockets: Vec<PathBuf>,
+    /// Whether this host has a pure cgroup v2 hierarchy (rootless podman's limits need it).
+    cgroup_v2: bool,
 }
 
 /// Resolves the engine: `[sandbox.container] engine`, else the one `CONTAINER_HOST` /
@@ -82,6 +85,7 @@ pub fn resolve(
         settings: settings.clone(),
         exe,
         sockets,
+        cgroup_v2: render::cgroup_v2_host(),
     })
 }
 
@@ -139,9 +143,15 @@ pub fn doctor_row(container: Result<&Container, String>) -> crate::doctor::Check
             status: Status::Ok,
             detail: format!(
                 "{} {version} at {place}, reachable{}; overlays and hidden files are refused \
-                 with it",
+                 with it{}",
                 e.program.display(),
-                if e.rootless { ", rootless" } else { "" }
+                if e.rootless { ", rootless" } else { "" },
+                if e.rootless && !c.cgroup_v2 {
+                    ", and so are [sandbox.resources] limits (rootless podman on cgroup v1 \
+                     ignores them)"
+                } else {
+                    ""
+                }
             ),
             fix: None,
         },
@@ -236,7 +246,15 @@ impl Backend for Container {
                 }
                 out
             }
-            _ => render::unsupported(spec, &self.sockets),
+            _ => {
+                let mut out = render::unsupported(spec, &self.sockets);
+                out.extend(render::limits_refusal(
+                    &spec.limits,
+                    &self.engine,
+                    self.cgroup_v2,
+                ));
+                out
+            }
         }
     }
 
@@ -249,6 +267,10 @@ impl Backend for Container {
             let mut argv = vec![self.engine.program.display().to_string()];
             argv.extend(remote::argv(self, spec));
             return Ok(vec![argv]);
+        }
+        let refused = self.unsupported(spec);
+        if !refused.is_empty() {
+            return Err(refused.join("; "));
         }
         let image = match &self.settings.image {
             Some(image) => image.clone(),

@@ -13,7 +13,7 @@ use airlock_config::NetworkMode;
 
 use super::engine::{Engine, EngineName};
 use super::exec::EXEC_PATH;
-use crate::spec::{MountOp, SandboxSpec};
+use crate::spec::{Limits, MountOp, SandboxSpec};
 
 /// Where things the launch writes for the engine live on the host: a directory only the
 /// supervisor writes (never mounted writable), one per session.
@@ -131,6 +131,37 @@ pub fn unsupported(spec: &SandboxSpec, engine_sockets: &[PathBuf]) -> Vec<String
         ));
     }
     out
+}
+
+/// The refusal of the spec's resource limits when `engine` would ignore them: rootless podman on
+/// a host without a pure cgroup v2 hierarchy (v1 or hybrid) sets no `--memory`, `--cpus` or
+/// `--pids-limit` and only warns, so the sandbox would run unlimited.
+pub fn limits_refusal(limits: &Limits, engine: &Engine, cgroup_v2: bool) -> Option<String> {
+    let set: Vec<&str> = [
+        ("memory", limits.memory.is_some()),
+        ("cpus", limits.cpus_milli.is_some()),
+        ("pids", limits.pids.is_some()),
+    ]
+    .iter()
+    .filter(|(_, on)| *on)
+    .map(|(key, _)| *key)
+    .collect();
+    let ignored = engine.name == EngineName::Podman && engine.rootless && !cgroup_v2;
+    (ignored && !set.is_empty()).then(|| {
+        format!(
+            "the container backend cannot apply [sandbox.resources] {} here: rootless podman on a \
+             cgroup v1 host ignores resource limits (it only warns), and this sandbox sets them; \
+             use --backend native (it applies them or refuses), run podman as root or on a \
+             cgroup v2 host, or remove the limits",
+            set.join(", ")
+        )
+    })
+}
+
+/// Whether `/sys/fs/cgroup` is a cgroup v2 mount (not v1 or the hybrid layout).
+pub fn cgroup_v2_host() -> bool {
+    use nix::sys::statfs::{CGROUP2_SUPER_MAGIC, statfs};
+    statfs("/sys/fs/cgroup").is_ok_and(|fs| fs.filesystem_type() == CGROUP2_SUPER_MAGIC)
 }
 
 fn targets(spec: &SandboxSpec, pick: impl Fn(&MountOp) -> bool) -> Vec<String> {

@@ -4,6 +4,7 @@
 mod mode;
 mod procs;
 mod pty;
+mod rootless;
 mod run;
 mod world;
 

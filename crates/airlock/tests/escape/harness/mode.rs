@@ -7,6 +7,8 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use super::rootless::Rootless;
+
 /// An account the suite switches to.
 #[derive(Clone, Debug)]
 pub struct User {
@@ -48,6 +50,8 @@ pub struct Mode {
     pub probe: PathBuf,
     /// The backend every launch of this mode uses (`AIRLOCK_BACKEND`).
     pub backend: &'static str,
+    /// The container backend as a user other than root: that user's own rootless podman.
+    rootless: Option<Rootless>,
 }
 
 impl Mode {
@@ -64,21 +68,31 @@ impl Mode {
         for exe in [&airlock, &probe] {
             fs::set_permissions(exe, fs::Permissions::from_mode(0o755))?;
         }
-        if backend == "container" {
+        // SAFETY: getuid and getgid cannot fail.
+        let (uid, gid) = user.as_ref().map_or_else(
+            || unsafe { (libc::getuid(), libc::getgid()) },
+            |u| (u.uid, u.gid),
+        );
+        let label = match &user {
+            Some(u) => u.name.clone(),
+            None => current_user_name(uid),
+        };
+        let rootless = if backend == "container" && uid != 0 {
+            Some(Rootless::new(&User {
+                name: label.clone(),
+                uid,
+                gid,
+            })?)
+        } else {
+            None
+        };
+        if backend == "container" && rootless.is_none() {
             fs::write(
                 bin_dir.path().join("containers.conf"),
                 "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", \"nproc=32768:32768\"]\n\
                  [engine]\nruntime = \"runc\"\n",
             )?;
         }
-        // SAFETY: getuid cannot fail.
-        let uid = user
-            .as_ref()
-            .map_or_else(|| unsafe { libc::getuid() }, |u| u.uid);
-        let label = match &user {
-            Some(u) => u.name.clone(),
-            None => current_user_name(uid),
-        };
         Ok(Mode {
             label,
             user,
@@ -87,7 +101,33 @@ impl Mode {
             airlock,
             probe,
             backend,
+            rootless,
         })
+    }
+
+    /// Why this mode's user cannot run rootless podman here (container modes of a user other
+    /// than root only).
+    pub fn rootless_missing(&self) -> Option<String> {
+        self.rootless.as_ref().and_then(Rootless::missing)
+    }
+
+    /// Why this mode's rootless podman does not run although it has what it needs (`podman
+    /// info` as the user fails or is not rootless): the mode then fails, it does not skip.
+    pub fn rootless_broken(&self) -> Option<String> {
+        let rootless = self.rootless.as_ref()?;
+        let mut cmd = self.command(Path::new("/usr/bin/podman"), rootless.home());
+        cmd.args(["info", "--format", "{{.Host.Security.Rootless}}"])
+            .current_dir("/");
+        let what = format!("rootless podman as {} does not run", self.label);
+        match cmd.output() {
+            Ok(out) if out.status.success() && out.stdout.trim_ascii() == b"true" => None,
+            Ok(out) => Some(format!(
+                "{what}: podman info: {}{}",
+                String::from_utf8_lossy(&out.stdout).trim(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )),
+            Err(e) => Some(format!("{what}: cannot start podman info: {e}")),
+        }
     }
 
     /// A command that runs `program` as this mode's user with a clean environment.
@@ -102,12 +142,19 @@ impl Mode {
             .env("LOGNAME", &self.label)
             .env("AIRLOCK_BACKEND", self.backend)
             .stdin(Stdio::null());
-        if self.backend == "container" {
+        match &self.rootless {
+            // The user's own podman: runtime dir, storage and config (`rootless.rs`).
+            Some(rootless) => {
+                cmd.envs(rootless.env());
+            }
             // podman on these machines: runc and ulimits root can set (tests/common/podman.rs).
-            cmd.env(
-                "CONTAINERS_CONF",
-                self._bin_dir.path().join("containers.conf"),
-            );
+            None if self.backend == "container" => {
+                cmd.env(
+                    "CONTAINERS_CONF",
+                    self._bin_dir.path().join("containers.conf"),
+                );
+            }
+            None => {}
         }
         // Whatever the suite itself inherited (cargo's jobserver pipe, a terminal's fds) must
         // not reach airlock: every fd above stderr is closed at exec unless a case hands one

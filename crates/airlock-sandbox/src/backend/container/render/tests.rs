@@ -237,3 +237,45 @@ fn a_path_that_looks_like_an_option_stays_inside_its_mount_and_the_command_after
     assert_eq!(args[dashdash + 1..], ["--privileged"]);
     assert!(!args[..dashdash].iter().any(|a| a == "--privileged"));
 }
+
+/// Rootless podman without cgroup v2 ignores limits with a warning: a spec with any of them is
+/// refused there, naming the keys and the way out; root podman, docker, a cgroup v2 host and a
+/// spec without limits are not.
+#[test]
+fn limits_rootless_podman_would_ignore_are_refused() {
+    let limited = Limits {
+        memory: Some(64 << 20),
+        pids: Some(50),
+        ..Limits::default()
+    };
+    let rootless = engine(EngineName::Podman, true);
+    let why = limits_refusal(&limited, &rootless, false).expect("refused");
+    for part in [
+        "the container backend",
+        "[sandbox.resources] memory, pids",
+        "rootless podman",
+        "cgroup v1",
+        "--backend native",
+    ] {
+        assert!(why.contains(part), "{part:?} in {why}");
+    }
+    let cpus = Limits {
+        cpus_milli: Some(500),
+        ..Limits::default()
+    };
+    assert!(limits_refusal(&cpus, &rootless, false).is_some_and(|w| w.contains("] cpus here")));
+    assert_eq!(limits_refusal(&limited, &rootless, true), None);
+    assert_eq!(
+        limits_refusal(&limited, &engine(EngineName::Podman, false), false),
+        None
+    );
+    assert_eq!(
+        limits_refusal(&limited, &engine(EngineName::Docker, false), false),
+        None
+    );
+    let tmpfs_only = Limits {
+        tmpfs_bytes: 1 << 20,
+        ..Limits::default()
+    };
+    assert_eq!(limits_refusal(&tmpfs_only, &rootless, false), None);
+}
