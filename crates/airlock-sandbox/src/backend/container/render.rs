@@ -81,6 +81,23 @@ pub fn unsupported(spec: &SandboxSpec, engine_sockets: &[PathBuf]) -> Vec<String
             hide.patterns.join(", ")
         ));
     }
+    // A pin (the sanitised `.git/config`) is a file bound over the project's: when the host's
+    // git renames a new config over it (`git remote set-url` with a token), the kernel drops the
+    // bind and the container reads the host's file. The keeper, which re-pins it, cannot run in
+    // a container; the escape case `trust-git-config-stays-sanitised` showed the leak.
+    if let Some(hide) = spec.hide.as_ref().filter(|h| !h.pins.is_empty()) {
+        let pinned: Vec<String> = hide
+            .pins
+            .iter()
+            .map(|p| p.target.display().to_string())
+            .collect();
+        out.push(format!(
+            "the container backend cannot hold the sanitised {} for the whole session (a host \
+             git that rewrites it would show the new file, credentials included, inside); use \
+             --backend native or bwrap, or a project that is not a git repository",
+            pinned.join(", ")
+        ));
+    }
     if !spec.ports.forwards.is_empty() {
         out.push(
             "the container backend cannot forward ports yet ([[network.ports]], --publish); use \
@@ -226,7 +243,7 @@ fn order_problems(spec: &SandboxSpec) -> Vec<String> {
 }
 
 /// Whether an op becomes an engine mount (the keeper's own files are not: the keeper does not
-/// run in a container; a pinned file stays as its plain read-only bind).
+/// run in a container; a spec with a pinned file is refused, see `unsupported`).
 fn rendered(op: &MountOp) -> bool {
     let keeper = Path::new(crate::hide::PINNED_DIR);
     !op.target().starts_with(keeper)

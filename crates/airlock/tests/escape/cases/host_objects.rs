@@ -30,7 +30,13 @@ pub fn dev_chmod_denied(mode: &Mode) -> Outcome {
     let ctime_before = fs::metadata("/dev/null")?.ctime_nsec();
     for node in DEVICE_NODES {
         for action in ["chmod-same", "chown-same"] {
-            w.probe(Net::None, &[action, node])?.denied(&["EROFS"])?;
+            let p = w.probe(Net::None, &[action, node])?;
+            // The container engine makes /dev nodes of its own (rootful: a fresh node the
+            // container owns; rootless: the host's, which its user does not own): there, what
+            // counts is that the host's node is unchanged, checked below.
+            if mode.backend != "container" {
+                p.denied(&["EROFS"])?;
+            }
         }
     }
     // Checked on the host: even a no-op chmod that got through would have touched the ctime.
@@ -200,8 +206,16 @@ pub fn supplementary_groups_dropped(mode: &Mode) -> Outcome {
     );
     let inside = w.probe_with(&["groups"], with_extra_group)?;
     inside.succeeded()?;
+    // None, or (the container engine's default for root) only the primary group, which grants
+    // nothing the process does not already have.
+    let groups = inside
+        .run
+        .stdout
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("groups="))
+        .unwrap_or("?");
     check!(
-        inside.run.stdout.split_whitespace().any(|f| f == "groups="),
+        groups.is_empty() || groups == "0",
         "expected no supplementary groups inside:\n      {}",
         inside.run.describe()
     );

@@ -1,8 +1,29 @@
 use super::*;
 use crate::backend::container::engine::Endpoint;
 
+/// The fixture as a local container can take it: without its pinned `.git/config` (refused,
+/// see `a_pinned_git_config_is_refused`).
 fn spec() -> SandboxSpec {
+    let mut spec = pinned_spec();
+    spec.hide.as_mut().unwrap().pins.clear();
+    spec
+}
+
+fn pinned_spec() -> SandboxSpec {
     serde_json::from_str(include_str!("../testdata/spec.json")).unwrap()
+}
+
+#[test]
+fn a_pinned_git_config_is_refused() {
+    let no_sockets: [PathBuf; 0] = [];
+    let spec = pinned_spec();
+    let pin = spec.hide.as_ref().unwrap().pins[0].target.clone();
+    let r = unsupported(&spec, &no_sockets).join("; ");
+    assert!(
+        r.contains(&format!("cannot hold the sanitised {}", pin.display()))
+            && r.contains("--backend native or bwrap"),
+        "{r}"
+    );
 }
 
 fn engine(name: EngineName, rootless: bool) -> Engine {
