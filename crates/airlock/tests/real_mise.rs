@@ -104,7 +104,7 @@ fn the_hosts_mise_toolchain_resolves_read_only_on_every_backend() {
         backends.push("bwrap");
     }
     // The local engine binds the host's tools as the spec says (as root here: see
-    // tests/container_backend.rs); hidden files need the keeper, which engines lack.
+    // tests/container_backend/); hidden files need the keeper, which engines lack.
     if nix::unistd::geteuid().is_root() && Path::new("/usr/bin/podman").exists() {
         backends.push("container");
     } else {
