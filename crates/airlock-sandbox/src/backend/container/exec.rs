@@ -75,16 +75,24 @@ pub fn main() -> ! {
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         die(125, "airlock: cannot set no_new_privs in the container");
     }
-    match landlock::restrict_writes(&args.writable) {
-        Ok(LandlockOutcome::NotSupported) => eprintln!(
-            "airlock: warning: this kernel has no Landlock, so writes in the container are \
-             confined by its read-only mounts alone"
-        ),
-        Ok(_) => {}
-        Err(e) => die(
-            125,
-            &format!("airlock: cannot apply Landlock in the container: {e}"),
-        ),
+    // As native (`native::child::uses_landlock`): no Landlock write layer when a caller other
+    // than root asked for nested namespaces, since Landlock refuses mount(2) and the uid_map
+    // writes of a nested sandbox to every process it restricts. The engine's read-only binds
+    // stay, locked in any namespace nested below; as root the layer stays.
+    // SAFETY: getuid cannot fail.
+    let nested_unprivileged = args.policy.nested_namespaces && unsafe { libc::getuid() } != 0;
+    if !nested_unprivileged {
+        match landlock::restrict_writes(&args.writable) {
+            Ok(LandlockOutcome::NotSupported) => eprintln!(
+                "airlock: warning: this kernel has no Landlock, so writes in the container are \
+                 confined by its read-only mounts alone"
+            ),
+            Ok(_) => {}
+            Err(e) => die(
+                125,
+                &format!("airlock: cannot apply Landlock in the container: {e}"),
+            ),
+        }
     }
     let argv: Vec<CString> = match args
         .argv

@@ -17,13 +17,6 @@ fn nested_world(mode: &Mode) -> Result<World<'_>, crate::harness::Failure> {
 }
 
 pub fn nested_sandbox_inside(mode: &Mode) -> Outcome {
-    if mode.backend == "container" && mode.user.is_some() {
-        return Err(skip(
-            "a nested user namespace fails in a rootless podman container here (`unshare -Ur`: \
-             cannot open /proc/self/uid_map: Permission denied); a known limit of the rootless \
-             container backend (docs/backends.md), not yet solved",
-        ));
-    }
     let mut w = nested_world(mode)?;
     if mode.uid == 0 {
         // The attack this mode guards against: host root by uid writing procfs.
