@@ -158,22 +158,8 @@ fn a_container_stops_when_airlock_is_killed() {
         return;
     }
     let h = TestHome::new("home/code/app");
-    let mut cmd = h.airlock(&[
-        "run",
-        "--network",
-        "none",
-        "--no-hide-env",
-        "--",
-        "sh",
-        "-c",
-        "touch started; exec sleep 1000",
-    ]);
-    cmd.env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("SHELL", "/bin/sh")
-        .env("CONTAINERS_CONF", conf(&h))
-        .env("AIRLOCK_BACKEND", "container")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    let mut cmd = container_command(&h, &[], &launch_args("touch started; exec sleep 1000"));
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
     let mut airlock = cmd.spawn().expect("spawn airlock");
     let suffix = format!("-{}", airlock.id());
     let running = || {

@@ -41,7 +41,8 @@ fn conf(h: &TestHome) -> PathBuf {
     path
 }
 
-fn run_with(h: &TestHome, env: &[(&str, &str)], args: &[&str]) -> Output {
+/// `airlock ARGS` with the container backend and this machine's podman config, not started.
+fn container_command(h: &TestHome, env: &[(&str, &str)], args: &[&str]) -> Command {
     let mut cmd = h.airlock(args);
     cmd.env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("SHELL", "/bin/sh")
@@ -50,25 +51,32 @@ fn run_with(h: &TestHome, env: &[(&str, &str)], args: &[&str]) -> Output {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.output().expect("spawn airlock")
+    cmd
+}
+
+fn run_with(h: &TestHome, env: &[(&str, &str)], args: &[&str]) -> Output {
+    container_command(h, env, args)
+        .output()
+        .expect("spawn airlock")
+}
+
+/// `run` with what the container backend can honour (no proxy, no hidden files) and `script`.
+fn launch_args(script: &str) -> [&str; 8] {
+    [
+        "run",
+        "--network",
+        "none",
+        "--no-hide-env",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]
 }
 
 /// A launch with what the container backend can honour: no proxy, no hidden files.
 fn launch(h: &TestHome, env: &[(&str, &str)], script: &str) -> Output {
-    run_with(
-        h,
-        env,
-        &[
-            "run",
-            "--network",
-            "none",
-            "--no-hide-env",
-            "--",
-            "sh",
-            "-c",
-            script,
-        ],
-    )
+    run_with(h, env, &launch_args(script))
 }
 
 #[test]

@@ -146,7 +146,6 @@ impl<'m> World<'m> {
         self.root.path()
     }
 
-    /// A command running the airlock copy as the mode's user in `cwd`, output going to log files.
     /// `args` as this mode runs them. The container backend refuses hidden files (the keeper
     /// needs mounts during the session), and so the default spec: its users run it without
     /// them, and so does its mode (`run --no-hide-env`). The cases that test the masks skip
@@ -159,6 +158,7 @@ impl<'m> World<'m> {
         out
     }
 
+    /// A command running the airlock copy as the mode's user in `cwd`, output going to log files.
     pub fn airlock_command(
         &mut self,
         cwd: &Path,
