@@ -194,7 +194,7 @@ fn prepare_failed(e: std::io::Error) -> Failure {
 }
 
 /// The cases that test the hidden files: the container mode runs without them (see
-/// `World::airlock_command`), so these have nothing to test there.
+/// `World::mode_args`), so these have nothing to test there.
 const NEEDS_HIDDEN_FILES: &[&str] = &[
     "env-files-read-empty",
     "env-files-not-writable",
