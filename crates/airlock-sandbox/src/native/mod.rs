@@ -14,7 +14,7 @@ mod child;
 mod creds;
 #[cfg(test)]
 mod forked;
-mod keeper;
+pub(crate) mod keeper;
 pub mod landlock;
 pub(crate) mod launch;
 mod net;

@@ -9,6 +9,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod engines;
+mod keeper;
 mod network;
 
 use std::net::TcpListener;
@@ -60,7 +61,7 @@ fn run_with(h: &TestHome, env: &[(&str, &str)], args: &[&str]) -> Output {
         .expect("spawn airlock")
 }
 
-/// `run` with what the container backend can honour (no proxy, no hidden files) and `script`.
+/// `run` with no proxy and no hidden files (the keeper's cases are in `keeper.rs`) and `script`.
 fn launch_args(script: &str) -> [&str; 8] {
     [
         "run",
@@ -74,7 +75,7 @@ fn launch_args(script: &str) -> [&str; 8] {
     ]
 }
 
-/// A launch with what the container backend can honour: no proxy, no hidden files.
+/// A launch with no proxy and no hidden files (see `launch_args`).
 fn launch(h: &TestHome, env: &[(&str, &str)], script: &str) -> Output {
     run_with(h, env, &launch_args(script))
 }
@@ -125,13 +126,12 @@ fn what_the_engine_cannot_honour_is_refused_before_anything_is_created() {
         return;
     }
     let h = TestHome::new("home/code/app");
-    // The defaults: the hidden-files keeper.
-    let out = run_with(&h, &[], &["run", "--", "true"]);
+    // A port forward.
+    let out = run_with(&h, &[], &["run", "--publish", "8080", "--", "true"]);
     assert_eq!(out.status.code(), Some(125), "{}", report(&out));
     let e = stderr(&out);
-    assert!(e.contains("hide_env_files = false"), "{e}");
     assert!(
-        e.contains("cannot keep files hidden") && e.contains(".env"),
+        e.contains("cannot forward ports") && e.contains("--backend native"),
         "{e}"
     );
     assert!(!h.sandboxes().exists(), "{}", h.sandboxes().display());

@@ -127,7 +127,6 @@ fn refused_by_backend(mode: &Mode, reason: &str) -> bool {
 /// What the container backend refused in a failed case's launch (it names each feature).
 fn container_refusal(reason: &str) -> Option<&'static str> {
     [
-        ("cannot keep files hidden", "the hidden-files keeper"),
         ("cannot mount airlock's overlays", "overlays"),
         ("cannot forward ports", "port forwards"),
         (
@@ -141,10 +140,6 @@ fn container_refusal(reason: &str) -> Option<&'static str> {
         (
             "has the engine's /proc and /dev only",
             "its own /proc or /dev",
-        ),
-        (
-            "cannot hold the sanitised",
-            "the sanitised .git/config held for the session",
         ),
     ]
     .iter()
@@ -193,16 +188,6 @@ fn prepare_failed(e: std::io::Error) -> Failure {
     ))
 }
 
-/// The cases that test the hidden files: the container mode runs without them (see
-/// `World::mode_args`), so these have nothing to test there.
-const NEEDS_HIDDEN_FILES: &[&str] = &[
-    "env-files-read-empty",
-    "env-files-not-writable",
-    "trust-mask-host-replaces",
-    "trust-mask-moved-parent",
-    "trust-hide-globs",
-];
-
 fn run_mode(
     label: &str,
     mode: Result<Mode, Failure>,
@@ -216,13 +201,6 @@ fn run_mode(
         let outcome = match &mode {
             Err(Failure::Skip(reason)) => Err(Failure::Skip(reason.clone())),
             Err(Failure::Fail(reason)) => Err(Failure::Fail(reason.clone())),
-            Ok(mode) if mode.backend == "container" && NEEDS_HIDDEN_FILES.contains(&case.name) => {
-                Err(Failure::Skip(
-                    "tests the hidden files, which the container backend refuses; its mode runs \
-                     with --no-hide-env"
-                        .to_owned(),
-                ))
-            }
             Ok(mode) => {
                 catch_unwind(AssertUnwindSafe(|| (case.run)(mode))).unwrap_or_else(|panic| {
                     Err(Failure::Fail(format!(

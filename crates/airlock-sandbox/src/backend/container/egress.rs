@@ -22,8 +22,6 @@ use super::image;
 
 /// How long the engine may take to start the container before the launch fails.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a namespace file may refuse us while the runtime's init still runs (see `make_listener`).
-const NS_WAIT: Duration = Duration::from_secs(5);
 
 /// The host pid of the container's first process, once the engine says it runs; `None` when
 /// the engine ended first.
@@ -108,44 +106,12 @@ pub(super) fn listener_in(pid: libc::pid_t, port: u16) -> Result<std::net::TcpLi
 
 /// In the child: join the namespaces, bind, listen.
 fn make_listener(pid: libc::pid_t, port: u16) -> Result<OwnedFd, String> {
-    // The engine may name the pid while the runtime's init still runs in it, not dumpable
-    // (rootless podman: its mm belongs to a user namespace above the container's), so the
-    // namespace files refuse us until it execs the wrapper, a moment later.
-    let ns = |kind: &str| {
-        let deadline = Instant::now() + NS_WAIT;
-        loop {
-            match std::fs::File::open(format!("/proc/{pid}/ns/{kind}")) {
-                Err(e)
-                    if e.kind() == std::io::ErrorKind::PermissionDenied
-                        && Instant::now() < deadline =>
-                {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                other => {
-                    return other
-                        .map_err(|e| format!("cannot open the container's {kind} namespace: {e}"));
-                }
-            }
-        }
-    };
-    let same = |kind: &str| -> bool {
-        let a = std::fs::metadata(format!("/proc/{pid}/ns/{kind}"));
-        let b = std::fs::metadata(format!("/proc/self/ns/{kind}"));
-        use std::os::unix::fs::MetadataExt;
-        matches!((a, b), (Ok(a), Ok(b)) if a.ino() == b.ino() && a.dev() == b.dev())
-    };
-    if !same("user") {
-        let user = ns("user")?;
-        nix::sched::setns(user, nix::sched::CloneFlags::CLONE_NEWUSER)
-            .map_err(|e| format!("cannot join the container's user namespace: {e}"))?;
-    }
-    let net = ns("net")?;
-    nix::sched::setns(net, nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| {
-        format!(
-            "cannot join the container's network namespace ({e}): the engine runs as another \
-             user; use --network none, or an engine of your own"
-        )
-    })?;
+    super::enter::join(
+        pid,
+        "net",
+        nix::sched::CloneFlags::CLONE_NEWNET,
+        "use --network none, or an engine of your own",
+    )?;
     let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port))
         .map_err(|e| format!("cannot listen on 127.0.0.1:{port} in the container: {e}"))?;
     Ok(listener.into())

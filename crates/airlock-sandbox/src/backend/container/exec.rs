@@ -17,6 +17,9 @@ use crate::spec::SeccompPolicy;
 pub const EXEC_NAME: &str = "airlock-container-exec";
 /// Where the airlock binary is bound in the container.
 pub const EXEC_PATH: &str = "/run/airlock/airlock-container-exec";
+/// Where the keeper's FIFO is bound: the supervisor's keeper writes `K` there once every rule
+/// is applied (`keeper.rs`).
+pub const KEEPER_READY: &str = "/run/airlock/keeper-ready";
 
 /// What the wrapper was told on its command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +27,8 @@ pub struct ExecArgs {
     pub policy: SeccompPolicy,
     /// Wait until `127.0.0.1:PORT` accepts (the supervisor's egress listener) before the command.
     pub egress_port: Option<u16>,
+    /// Wait for the keeper's `K` on [`KEEPER_READY`] before the command.
+    pub wait_keeper: bool,
     pub writable: Vec<PathBuf>,
     pub argv: Vec<OsString>,
 }
@@ -36,6 +41,7 @@ pub fn parse(args: Vec<OsString>) -> Result<ExecArgs, String> {
         },
         writable: Vec::new(),
         egress_port: None,
+        wait_keeper: false,
         argv: Vec::new(),
     };
     let mut args = args.into_iter();
@@ -49,6 +55,8 @@ pub fn parse(args: Vec<OsString>) -> Result<ExecArgs, String> {
             return Ok(out);
         } else if bytes == b"--nested-namespaces" {
             out.policy.nested_namespaces = true;
+        } else if bytes == b"--wait-keeper" {
+            out.wait_keeper = true;
         } else if let Some(port) = bytes.strip_prefix(b"--egress-port=") {
             let port = std::str::from_utf8(port).ok().and_then(|p| p.parse().ok());
             out.egress_port = Some(port.ok_or_else(|| format!("bad port in {a:?}"))?);
@@ -70,6 +78,9 @@ pub fn main() -> ! {
     };
     if let Some(port) = args.egress_port {
         wait_for_proxy(port);
+    }
+    if args.wait_keeper {
+        wait_for_keeper();
     }
     // SAFETY: a plain prctl on this thread; the engine already set it, this makes it certain.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
@@ -140,6 +151,23 @@ fn wait_for_proxy(port: u16) {
     }
 }
 
+/// Waits until the supervisor's keeper has hidden what the rules name (it writes `K` on the
+/// FIFO); when it could not, it ends without a word and the command does not run. Opening
+/// blocks until the keeper has the FIFO open; no deadline, since a supervisor that fails kills
+/// the container.
+fn wait_for_keeper() {
+    use std::io::Read as _;
+    let mut byte = [0u8; 1];
+    let said = std::fs::File::open(KEEPER_READY).and_then(|mut f| f.read_exact(&mut byte));
+    if said.is_err() || byte != *b"K" {
+        die(
+            125,
+            "airlock: the keeper did not hide the project's files in the container, so the \
+             command does not run (fail closed)",
+        );
+    }
+}
+
 /// Whether `/proc/net/tcp` text has a socket listening (state `0A`) on `127.0.0.1:port`.
 fn listening(table: &str, port: u16) -> bool {
     let local = format!("0100007F:{port:04X}");
@@ -167,6 +195,7 @@ mod tests {
         let a = parse(os(&[
             "--nested-namespaces",
             "--egress-port=3128",
+            "--wait-keeper",
             "--writable=/tmp",
             "--",
             "sh",
@@ -175,6 +204,7 @@ mod tests {
         .unwrap();
         assert!(a.policy.nested_namespaces);
         assert_eq!(a.egress_port, Some(3128));
+        assert!(a.wait_keeper);
         assert_eq!(a.writable, [PathBuf::from("/tmp")]);
         assert_eq!(a.argv, os(&["sh", "--writable=x"]));
     }

@@ -52,6 +52,7 @@ pub(super) fn run(
     .map_err(LaunchError::Setup)?;
     let files = session_files(spec);
     write_files(spec, &files)
+        .and_then(|()| keeper_fifo(spec, &files))
         .map_err(|e| LaunchError::Setup(format!("cannot write {}: {e}", files.dir.display())))?;
     let name = container_name(spec);
     let plan = c.plan(spec, &image, &files, &name);
@@ -133,28 +134,47 @@ fn refuse_links(tree: &Path, rel: &Path, what: &Path) -> Result<(), LaunchError>
 }
 
 /// In proxy mode, the egress listener in the container's network namespace, served by the
-/// gates (the wrapper inside waits for it); then the gates' threads. While this process is
-/// still single-threaded: the listener's helper is forked.
+/// gates; with files to hide or hold, the keeper in its mount namespace (the wrapper inside
+/// waits for both); then the gates' threads. The helpers are forked before those threads start.
 fn start_gates(
     c: &Container,
     spec: &SandboxSpec,
     name: &str,
     engine: &mut std::process::Child,
     gates: &mut dyn Gates,
+    keeper: &mut Option<super::keeper::Running>,
 ) -> Result<(), LaunchError> {
-    if spec.network == airlock_config::NetworkMode::Proxy {
-        let Some(pid) =
-            super::egress::container_pid(c, name, engine).map_err(LaunchError::Setup)?
-        else {
-            // The engine ended before the container ran: its status says why.
-            return Ok(());
-        };
-        let listener = super::egress::listener_in(pid, crate::native::EGRESS_PORT)
-            .map_err(LaunchError::Setup)?;
-        gates.started().map_err(LaunchError::Setup)?;
-        gates.serve_egress(listener).map_err(LaunchError::Setup)
+    let proxy = spec.network == airlock_config::NetworkMode::Proxy;
+    // A remote engine's container has a copy of the project, hidden files left out (`remote/`).
+    let local = !matches!(c.engine.endpoint, super::engine::Endpoint::Remote(_));
+    let hide = spec
+        .hide
+        .as_ref()
+        .filter(|_| local && render::needs_keeper(spec));
+    if !proxy && hide.is_none() {
+        return gates.started().map_err(LaunchError::Setup);
+    }
+    let Some(pid) = super::egress::container_pid(c, name, engine).map_err(LaunchError::Setup)?
+    else {
+        // The engine ended before the container ran: its status says why.
+        return Ok(());
+    };
+    let listener = if proxy {
+        Some(
+            super::egress::listener_in(pid, crate::native::EGRESS_PORT)
+                .map_err(LaunchError::Setup)?,
+        )
     } else {
-        gates.started().map_err(LaunchError::Setup)
+        None
+    };
+    if let Some(hide) = hide {
+        let ready = session_files(spec).keeper_ready();
+        *keeper = Some(super::keeper::start(pid, hide, &ready).map_err(LaunchError::Setup)?);
+    }
+    gates.started().map_err(LaunchError::Setup)?;
+    match listener {
+        Some(listener) => gates.serve_egress(listener).map_err(LaunchError::Setup),
+        None => Ok(()),
     }
 }
 
@@ -193,6 +213,20 @@ pub(super) fn write_files(spec: &SandboxSpec, files: &SessionFiles) -> std::io::
     Ok(())
 }
 
+/// The FIFO the keeper says it is ready on, when the spec needs the keeper.
+fn keeper_fifo(spec: &SandboxSpec, files: &SessionFiles) -> std::io::Result<()> {
+    if !render::needs_keeper(spec) {
+        return Ok(());
+    }
+    let fifo = files.keeper_ready();
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))?;
+    // The wrapper runs as the spec's user (the same as ours, unless root launches for another).
+    if nix::unistd::geteuid().is_root() && spec.uid != 0 {
+        std::os::unix::fs::chown(&fifo, Some(spec.uid), Some(spec.gid))?;
+    }
+    Ok(())
+}
+
 /// Runs the engine in the foreground, starts the gates, waits for it ([`foreground::run`]:
 /// signals sent to airlock alone are passed on to the engine, which passes them to the
 /// container).
@@ -211,15 +245,22 @@ pub(super) fn run_engine(
     let mut kill = image::command(&c.engine);
     kill.args(["kill", name]);
     let watchdog = super::watchdog::Watchdog::start(kill).map_err(LaunchError::Setup)?;
+    let mut keeper = None;
     let status = foreground::run(&mut command, &what, &mut |child| {
-        start_gates(c, spec, name, child, gates).inspect_err(|_| {
+        start_gates(c, spec, name, child, gates, &mut keeper).inspect_err(|_| {
             let _ = image::command(&c.engine)
                 .args(["kill", name])
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
                 .status();
         })
-    })?;
+    });
+    // The keeper's last word first: a file it could not hide stopped the sandbox.
+    if let Some(stopped) = keeper.and_then(super::keeper::Running::finish) {
+        watchdog.done();
+        return Err(LaunchError::Stopped(stopped));
+    }
+    let status = status?;
     watchdog.done();
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {

@@ -11,8 +11,10 @@
 
 mod egress;
 pub mod engine;
+mod enter;
 pub mod exec;
 pub mod image;
+mod keeper;
 mod launch;
 pub mod remote;
 pub mod render;
@@ -142,10 +144,15 @@ pub fn doctor_row(container: Result<&Container, String>) -> crate::doctor::Check
             name: "backend container",
             status: Status::Ok,
             detail: format!(
-                "{} {version} at {place}, reachable{}; overlays and hidden files are refused \
-                 with it{}",
+                "{} {version} at {place}, reachable{}; overlays are refused with it{}{}",
                 e.program.display(),
                 if e.rootless { ", rootless" } else { "" },
+                if c.keeper() {
+                    ""
+                } else {
+                    ", and so are hidden files (its containers belong to another user, out of \
+                     the keeper's reach)"
+                },
                 if e.rootless && !c.cgroup_v2 {
                     ", and so are [sandbox.resources] limits (rootless podman on cgroup v1 \
                      ignores them)"
@@ -228,7 +235,13 @@ impl Container {
             name,
             keep: self.settings.keep,
             tty: super::foreground::is_terminal() && !spec.argv.is_empty(),
+            keeper: self.keeper(),
         }
+    }
+
+    /// Whether airlock's keeper can enter this engine's containers (hidden files, pins).
+    fn keeper(&self) -> bool {
+        render::keeper_enters(&self.engine, nix::unistd::geteuid().is_root())
     }
 }
 
@@ -247,7 +260,7 @@ impl Backend for Container {
                 out
             }
             _ => {
-                let mut out = render::unsupported(spec, &self.sockets);
+                let mut out = render::unsupported(spec, &self.sockets, self.keeper());
                 out.extend(render::limits_refusal(
                     &spec.limits,
                     &self.engine,

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use airlock_config::NetworkMode;
 
 use super::engine::{Engine, EngineName};
-use super::exec::EXEC_PATH;
+use super::exec::{EXEC_PATH, KEEPER_READY};
 use crate::spec::{Limits, MountOp, SandboxSpec};
 
 /// Where things the launch writes for the engine live on the host: a directory only the
@@ -37,6 +37,10 @@ impl SessionFiles {
     pub fn copy(&self, n: usize) -> PathBuf {
         self.dir.join(format!("copy-{n}"))
     }
+    /// The FIFO the keeper says it is ready on, bound at [`KEEPER_READY`].
+    pub fn keeper_ready(&self) -> PathBuf {
+        self.dir.join("keeper-ready")
+    }
 }
 
 /// What a launch renders with, besides the spec.
@@ -53,11 +57,27 @@ pub struct Plan<'a> {
     pub keep: bool,
     /// Give the container a terminal (`-t`): the caller's stdin and stdout are one.
     pub tty: bool,
+    /// Whether airlock's keeper can enter this engine's containers ([`keeper_enters`]).
+    pub keeper: bool,
+}
+
+/// Whether the supervisor's keeper can join the mount namespace of `engine`'s containers: the
+/// engine runs them as this user (rootless podman) or this user is root. Docker's daemon runs
+/// them as root, out of reach of any other user.
+pub fn keeper_enters(engine: &Engine, root: bool) -> bool {
+    root || (engine.name == EngineName::Podman && engine.rootless)
+}
+
+/// Whether `spec` needs the keeper: files to hide, or a file to hold in place (a pin).
+pub fn needs_keeper(spec: &SandboxSpec) -> bool {
+    spec.hide
+        .as_ref()
+        .is_some_and(|h| !h.patterns.is_empty() || !h.known.is_empty() || !h.pins.is_empty())
 }
 
 /// What the container backend cannot honour in `spec` with `engine`: one sentence each, naming
 /// the feature and the alternative. A launch with any of them is refused.
-pub fn unsupported(spec: &SandboxSpec, engine_sockets: &[PathBuf]) -> Vec<String> {
+pub fn unsupported(spec: &SandboxSpec, engine_sockets: &[PathBuf], keeper: bool) -> Vec<String> {
     let mut out = Vec::new();
     let overlays = targets(spec, |op| matches!(op, MountOp::Overlay { .. }));
     if !overlays.is_empty() {
@@ -68,34 +88,21 @@ pub fn unsupported(spec: &SandboxSpec, engine_sockets: &[PathBuf]) -> Vec<String
             overlays.join(", ")
         ));
     }
-    if let Some(hide) = spec
-        .hide
-        .as_ref()
-        .filter(|h| !h.patterns.is_empty() || !h.known.is_empty())
-    {
+    // The keeper runs in the container's mount namespace (`keeper.rs`); an engine whose
+    // containers another user owns is out of its reach. A pin (the sanitised `.git/config`)
+    // needs it too: when the host's git renames a new config over it (`git remote set-url` with
+    // a token), the kernel drops the bind, and only the keeper binds it again (the escape case
+    // `trust-git-config-stays-sanitised` showed the leak without it).
+    if let Some(hide) = spec.hide.as_ref().filter(|_| !keeper && needs_keeper(spec)) {
+        let mut what: Vec<String> = hide.patterns.clone();
+        what.extend(hide.pins.iter().map(|p| p.target.display().to_string()));
         out.push(format!(
-            "the container backend cannot keep files hidden for the whole session (airlock's \
-             keeper mounts inside the sandbox as files appear), and this sandbox hides {}; use \
-             --backend native or bwrap, or [sandbox] hide_env_files = false and no hide globs if \
-             those files may be read",
-            hide.patterns.join(", ")
-        ));
-    }
-    // A pin (the sanitised `.git/config`) is a file bound over the project's: when the host's
-    // git renames a new config over it (`git remote set-url` with a token), the kernel drops the
-    // bind and the container reads the host's file. The keeper, which re-pins it, cannot run in
-    // a container; the escape case `trust-git-config-stays-sanitised` showed the leak.
-    if let Some(hide) = spec.hide.as_ref().filter(|h| !h.pins.is_empty()) {
-        let pinned: Vec<String> = hide
-            .pins
-            .iter()
-            .map(|p| p.target.display().to_string())
-            .collect();
-        out.push(format!(
-            "the container backend cannot hold the sanitised {} for the whole session (a host \
-             git that rewrites it would show the new file, credentials included, inside); use \
-             --backend native or bwrap, or a project that is not a git repository",
-            pinned.join(", ")
+            "the container backend cannot keep {} hidden or held in place for the whole session \
+             with this engine: its containers belong to another user (docker's daemon), so \
+             airlock's keeper cannot enter them; use rootless podman, run airlock as root, use \
+             --backend native or bwrap, or [sandbox] hide_env_files = false and no hide globs \
+             in a project that is not a git repository",
+            what.join(", ")
         ));
     }
     if !spec.ports.forwards.is_empty() {
@@ -224,7 +231,7 @@ fn unmountable(path: &Path) -> bool {
 /// whose later mount covers an earlier one, or that mounts twice at one path, would come out
 /// different, so it is refused.
 fn order_problems(spec: &SandboxSpec) -> Vec<String> {
-    let ops: Vec<&MountOp> = spec.mounts.iter().filter(|op| rendered(op)).collect();
+    let ops: Vec<&MountOp> = spec.mounts.iter().filter(|op| rendered(op, true)).collect();
     let mut out = Vec::new();
     for (i, earlier) in ops.iter().enumerate() {
         for later in &ops[i + 1..] {
@@ -242,11 +249,10 @@ fn order_problems(spec: &SandboxSpec) -> Vec<String> {
     out
 }
 
-/// Whether an op becomes an engine mount (the keeper's own files are not: the keeper does not
-/// run in a container; a spec with a pinned file is refused, see `unsupported`).
-fn rendered(op: &MountOp) -> bool {
-    let keeper = Path::new(crate::hide::PINNED_DIR);
-    !op.target().starts_with(keeper)
+/// Whether an op becomes an engine mount: the keeper's own files (the empty file, the pinned
+/// sources) only when the keeper runs.
+fn rendered(op: &MountOp, keeper: bool) -> bool {
+    (keeper || !op.target().starts_with(crate::hide::PINNED_DIR))
         && !matches!(
             op,
             MountOp::Symlink { .. } | MountOp::Proc { .. } | MountOp::Dev { .. }
@@ -271,10 +277,11 @@ pub fn render(
     plan: &Plan<'_>,
     sockets: &[PathBuf],
 ) -> Result<Vec<OsString>, String> {
-    let refused = unsupported(spec, sockets);
+    let refused = unsupported(spec, sockets, plan.keeper);
     if !refused.is_empty() {
         return Err(refused.join("; "));
     }
+    let keeper = plan.keeper && needs_keeper(spec);
     let mut r = Args::default();
     let podman = plan.engine.name == EngineName::Podman;
     for a in plan.engine.global_args() {
@@ -330,8 +337,11 @@ pub fn render(
     // The engine's sysfs names the host's devices, cgroups and kernel; the spec has none.
     r.mount("type=tmpfs,dst=/sys,ro=true,tmpfs-mode=0755");
     let mut copies = 0;
-    for op in spec.mounts.iter().filter(|op| rendered(op)) {
+    for op in spec.mounts.iter().filter(|op| rendered(op, keeper)) {
         r.mount_op(op, spec.limits.tmpfs_bytes, plan.files, &mut copies);
+    }
+    if keeper {
+        r.bind(&plan.files.keeper_ready(), Path::new(KEEPER_READY), false);
     }
     r.mount(format!(
         "type=bind,src={},dst={EXEC_PATH},ro=true",
@@ -349,6 +359,10 @@ pub fn render(
     if spec.network == NetworkMode::Proxy {
         // The supervisor's listener in the container's network namespace (`egress.rs`).
         r.arg(format!("--egress-port={}", crate::native::EGRESS_PORT));
+    }
+    if keeper {
+        // The supervisor's keeper in the container's mount namespace (`keeper.rs`).
+        r.arg("--wait-keeper");
     }
     for path in &spec.writable {
         let mut a = OsString::from("--writable=");

@@ -51,7 +51,7 @@ impl Keeper {
             // A link (`web/.env -> ../secrets/dev.env`): hide the file it leads to when that is in
             // the project. The mount goes on the opened file, wherever the link pointed then.
             target = sys::openat2(self.root_fd.as_fd(), &name, libc::O_PATH, 0).and_then(|fd| {
-                let at = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+                let at = std::fs::read_link(self.fd_path(fd.as_fd()))?;
                 if at.starts_with(&self.root) {
                     Ok(fd)
                 } else {
@@ -68,7 +68,7 @@ impl Keeper {
             return Ok(());
         }
         // Where the mask goes: `rel`, or the project file a link led to.
-        let at = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        let at = std::fs::read_link(self.fd_path(fd.as_fd()))
             .ok()
             .and_then(|p| p.strip_prefix(&self.root).ok().map(Path::to_path_buf))
             .unwrap_or_else(|| rel.to_owned());

@@ -48,6 +48,9 @@ struct PinState {
 }
 
 pub struct Keeper {
+    /// Where this process's procfs is: `/proc`, or a relative path to the host's when the keeper
+    /// runs in a container's mount namespace but not its pid namespace (`self` is not there).
+    proc: PathBuf,
     root: PathBuf,
     root_fd: OwnedFd,
     rules: Rules,
@@ -110,6 +113,11 @@ impl Keeper {
     /// Opens what the keeper draws from and hides everything the rules name, watching as it walks.
     /// Runs in init after the root is built, before the workload starts.
     pub fn start(spec: &HideSpec) -> Result<Keeper, KeepError> {
+        Keeper::start_with_proc(spec, Path::new("/proc"))
+    }
+
+    /// [`Keeper::start`] with this process's procfs at `proc` (see the field).
+    pub fn start_with_proc(spec: &HideSpec, proc: &Path) -> Result<Keeper, KeepError> {
         let fail = |what: &str, path: &Path| {
             let what = what.to_owned();
             let path = path.to_owned();
@@ -139,6 +147,7 @@ impl Keeper {
         let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
             .map_err(|e| fail("cannot watch", &spec.root)(e.into()))?;
         let mut keeper = Keeper {
+            proc: proc.to_owned(),
             root: spec.root.clone(),
             root_fd,
             rules,
@@ -193,6 +202,11 @@ impl Keeper {
             keeper.walk(Path::new(""))?;
         }
         Ok(keeper)
+    }
+
+    /// `fd`'s magic link in this process's procfs.
+    fn fd_path(&self, fd: BorrowedFd<'_>) -> PathBuf {
+        self.proc.join(format!("self/fd/{}", fd.as_raw_fd()))
     }
 
     /// The descriptor to poll: readable when a watched directory changed.
@@ -343,14 +357,15 @@ impl Keeper {
 
     fn watch(&mut self, dir: &OwnedFd, rel: &Path) {
         if self.dirs.len() >= WATCH_CHECK_AT {
-            let cap = *self.watch_cap.get_or_insert_with(watch_cap);
+            let proc = self.proc.clone();
+            let cap = *self.watch_cap.get_or_insert_with(|| watch_cap(&proc));
             if self.dirs.len() >= cap {
                 self.warn_unwatched(rel, "the watch limit of this session is reached");
                 return;
             }
         }
-        let path = format!("/proc/self/fd/{}", dir.as_raw_fd());
-        match self.inotify.add_watch(path.as_str(), WATCHED) {
+        let path = self.fd_path(dir.as_fd());
+        match self.inotify.add_watch(&path, WATCHED) {
             Ok(wd) => {
                 self.dirs.insert(wd, rel.to_owned());
             }
@@ -394,7 +409,7 @@ impl Keeper {
     /// (a mask moves with its parent); until then it is what this keeper hid.
     pub fn take_index(&mut self) -> Option<Vec<u8>> {
         let mut hidden = if self.moved {
-            let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+            let text = std::fs::read_to_string(self.proc.join("self/mountinfo")).ok()?;
             hidden_in_mountinfo(&text, &self.root)
         } else {
             let mut mine = self.mine.clone();
@@ -420,8 +435,8 @@ impl Keeper {
     }
 }
 
-fn watch_cap() -> usize {
-    let limit = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
+fn watch_cap(proc: &Path) -> usize {
+    let limit = std::fs::read_to_string(proc.join("sys/fs/inotify/max_user_watches"))
         .ok()
         .and_then(|s| s.trim().parse::<usize>().ok())
         .unwrap_or(8192);

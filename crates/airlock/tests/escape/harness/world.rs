@@ -146,18 +146,6 @@ impl<'m> World<'m> {
         self.root.path()
     }
 
-    /// `args` as this mode runs them. The container backend refuses hidden files (the keeper
-    /// needs mounts during the session), and so the default spec: its users run it without
-    /// them, and so does its mode (`run --no-hide-env`). The cases that test the masks skip
-    /// there (`NEEDS_HIDDEN_FILES` in main.rs).
-    fn mode_args<'a>(&self, args: &[&'a str]) -> Vec<&'a str> {
-        let mut out = args.to_vec();
-        if self.mode.backend == "container" && args.first() == Some(&"run") {
-            out.insert(1, "--no-hide-env");
-        }
-        out
-    }
-
     /// A command running the airlock copy as the mode's user in `cwd`, output going to log files.
     pub fn airlock_command(
         &mut self,
@@ -165,7 +153,7 @@ impl<'m> World<'m> {
         args: &[&str],
     ) -> io::Result<(Command, PathBuf, PathBuf)> {
         let mut cmd = self.mode.command(&self.mode.airlock, &self.home);
-        cmd.args(self.mode_args(args)).current_dir(cwd);
+        cmd.args(args).current_dir(cwd);
         let (out, err) = self.log_files()?;
         cmd.stdout(fs::File::create(&out)?)
             .stderr(fs::File::create(&err)?);
@@ -200,7 +188,7 @@ impl<'m> World<'m> {
     /// Runs `airlock <args>` from the project on a fresh controlling pseudo-terminal.
     pub fn airlock_on_pty(&mut self, args: &[&str]) -> Result<Run, Failure> {
         let mut cmd = self.mode.command(&self.mode.airlock, &self.home);
-        cmd.args(self.mode_args(args)).current_dir(&self.project);
+        cmd.args(args).current_dir(&self.project);
         let owner = self.mode.uid;
         run_on_pty(cmd, format!("(on a pty) airlock {}", args.join(" ")), owner)
     }

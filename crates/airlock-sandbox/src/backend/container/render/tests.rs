@@ -1,29 +1,44 @@
 use super::*;
 use crate::backend::container::engine::Endpoint;
 
-/// The fixture as a local container can take it: without its pinned `.git/config` (refused,
-/// see `a_pinned_git_config_is_refused`).
+/// The fixture: a git project, whose sanitised `.git/config` is pinned.
 fn spec() -> SandboxSpec {
-    let mut spec = pinned_spec();
-    spec.hide.as_mut().unwrap().pins.clear();
-    spec
-}
-
-fn pinned_spec() -> SandboxSpec {
     serde_json::from_str(include_str!("../testdata/spec.json")).unwrap()
 }
 
+/// An engine whose containers the keeper cannot enter (docker's, for another user than root)
+/// gets neither a pin nor hidden files: a host rename would show the host's file inside.
 #[test]
-fn a_pinned_git_config_is_refused() {
+fn without_the_keeper_a_pin_and_hidden_files_are_refused() {
     let no_sockets: [PathBuf; 0] = [];
-    let spec = pinned_spec();
+    let mut spec = spec();
     let pin = spec.hide.as_ref().unwrap().pins[0].target.clone();
-    let r = unsupported(&spec, &no_sockets).join("; ");
+    let r = unsupported(&spec, &no_sockets, false).join("; ");
     assert!(
-        r.contains(&format!("cannot hold the sanitised {}", pin.display()))
-            && r.contains("--backend native or bwrap"),
+        r.contains(&format!(
+            "cannot keep {} hidden or held in place",
+            pin.display()
+        )) && r.contains("use rootless podman, run airlock as root, use --backend native"),
         "{r}"
     );
+    assert!(unsupported(&spec, &no_sockets, true).is_empty());
+    spec.hide.as_mut().unwrap().pins.clear();
+    assert!(unsupported(&spec, &no_sockets, false).is_empty());
+    spec.hide.as_mut().unwrap().patterns = vec![".env".into(), ".env.*".into()];
+    let r = unsupported(&spec, &no_sockets, false).join("; ");
+    assert!(
+        r.contains("cannot keep .env, .env.* hidden") && r.contains("hide_env_files = false"),
+        "{r}"
+    );
+    assert!(unsupported(&spec, &no_sockets, true).is_empty());
+}
+
+#[test]
+fn only_the_users_own_engines_or_root_let_the_keeper_in() {
+    assert!(keeper_enters(&engine(EngineName::Podman, true), false));
+    assert!(!keeper_enters(&engine(EngineName::Docker, false), false));
+    assert!(keeper_enters(&engine(EngineName::Docker, false), true));
+    assert!(keeper_enters(&engine(EngineName::Podman, false), true));
 }
 
 fn engine(name: EngineName, rootless: bool) -> Engine {
@@ -51,6 +66,7 @@ fn argv(spec: &SandboxSpec, engine: &Engine, keep: bool) -> Result<Vec<String>, 
         name: "airlock-proj-12345678-42",
         keep,
         tty: false,
+        keeper: true,
     };
     let sockets = [PathBuf::from("/run/podman/podman.sock")];
     render(spec, &plan, &sockets).map(|args| {
@@ -124,12 +140,19 @@ fn the_spec_renders_to_this_podman_argv() {
         "--mount",
         &format!("type=bind,src={c}/empty,dst=/home/dev/.netrc,ro=true"),
         "--mount",
+        &format!("type=bind,src={S}/git/config,dst=/run/airlock/hidden/pin-0,ro=true"),
+        "--mount",
+        &format!("type=bind,src={c}/empty,dst=/run/airlock/hidden/empty,ro=true"),
+        "--mount",
         "type=bind,src=/home/dev/my dir,dst=/home/dev/my dir,ro=true",
+        "--mount",
+        &format!("type=bind,src={c}/keeper-ready,dst=/run/airlock/keeper-ready,ro=true"),
         "--mount",
         "type=bind,src=/opt/airlock/bin/airlock,dst=/run/airlock/airlock-container-exec,ro=true",
         "-i",
         "localhost/airlock-root:0123456789ab",
         "/run/airlock/airlock-container-exec",
+        "--wait-keeper",
         "--writable=/home/dev/proj",
         "--writable=/tmp",
         "--",
@@ -185,7 +208,7 @@ fn proxy_mode_tells_the_wrapper_to_wait_for_the_proxy_port() {
 #[test]
 fn what_an_engine_cannot_honour_is_refused_naming_it_and_the_way_out() {
     let no_sockets: [PathBuf; 0] = [];
-    let refused = |spec: &SandboxSpec| unsupported(spec, &no_sockets).join("; ");
+    let refused = |spec: &SandboxSpec| unsupported(spec, &no_sockets, true).join("; ");
     let mut proxy = spec();
     proxy.network = NetworkMode::Proxy;
     assert_eq!(refused(&proxy), "", "proxy mode is served (egress.rs)");
@@ -198,13 +221,6 @@ fn what_an_engine_cannot_honour_is_refused_naming_it_and_the_way_out() {
     let r = refused(&overlay);
     assert!(
         r.contains("/home/dev/.claude") && r.contains("--backend native"),
-        "{r}"
-    );
-    let mut hidden = spec();
-    hidden.hide.as_mut().unwrap().patterns = vec![".env".into(), ".env.*".into()];
-    let r = refused(&hidden);
-    assert!(
-        r.contains(".env, .env.*") && r.contains("hide_env_files = false"),
         "{r}"
     );
     let mut comma = spec();
@@ -225,7 +241,7 @@ fn what_an_engine_cannot_honour_is_refused_naming_it_and_the_way_out() {
     let mut newline = spec();
     newline.env.insert("X".into(), "a\nFOO=b".into());
     assert!(refused(&newline).contains("X has a newline"));
-    assert!(unsupported(&spec(), &no_sockets).is_empty());
+    assert!(unsupported(&spec(), &no_sockets, true).is_empty());
 }
 
 #[test]
