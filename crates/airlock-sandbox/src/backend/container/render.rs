@@ -13,6 +13,7 @@ use airlock_config::NetworkMode;
 
 use super::engine::{Engine, EngineName};
 use super::exec::EXEC_PATH;
+use super::init::STATUS_PATH;
 use crate::spec::{Limits, MountOp, SandboxSpec};
 
 /// Where things the launch writes for the engine live on the host: a directory only the
@@ -36,6 +37,11 @@ impl SessionFiles {
     /// The private copy of the `n`th copied file.
     pub fn copy(&self, n: usize) -> PathBuf {
         self.dir.join(format!("copy-{n}"))
+    }
+    /// The FIFO the container's init reports a signal death in (`init.rs`), bound at
+    /// [`STATUS_PATH`].
+    pub fn status(&self) -> PathBuf {
+        self.dir.join("status")
     }
 }
 
@@ -336,6 +342,10 @@ pub fn render(
     r.mount(format!(
         "type=bind,src={},dst={EXEC_PATH},ro=true",
         plan.exe.display()
+    ));
+    r.mount(format!(
+        "type=bind,src={},dst={STATUS_PATH}",
+        plan.files.status().display()
     ));
     r.arg("-i");
     if plan.tty {

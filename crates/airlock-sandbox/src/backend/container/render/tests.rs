@@ -127,6 +127,8 @@ fn the_spec_renders_to_this_podman_argv() {
         "type=bind,src=/home/dev/my dir,dst=/home/dev/my dir,ro=true",
         "--mount",
         "type=bind,src=/opt/airlock/bin/airlock,dst=/run/airlock/airlock-container-exec,ro=true",
+        "--mount",
+        &format!("type=bind,src={c}/status,dst=/run/airlock/status"),
         "-i",
         "localhost/airlock-root:0123456789ab",
         "/run/airlock/airlock-container-exec",
