@@ -278,6 +278,14 @@ fn a_workload_killed_by_a_signal_ends_airlock_by_that_signal_as_native() {
     // Control: the same code as an exit is an exit.
     let out = launch(&h, &[], "exit 143");
     assert_eq!(out.status.code(), Some(143), "{}", report(&out));
+    // The workload cannot forge the init's record: Landlock refuses it the FIFO, which is
+    // beneath no writable path (without Landlock it could, and would misreport only itself).
+    if airlock_sandbox::native::landlock::abi().is_some() {
+        let forge = "echo 'signal 15' > /.airlock/status 2>/dev/null && echo FORGED; exit 143";
+        let out = launch(&h, &[], forge);
+        assert_eq!(out.status.code(), Some(143), "{}", report(&out));
+        assert!(!stdout(&out).contains("FORGED"), "{}", report(&out));
+    }
 }
 
 /// An orphan goes to the init (the container's PID 1), which reaps it: no zombie is left while

@@ -11,13 +11,16 @@
 //! ([`Status`]) and believes it only when the engine's code is `128+N` and N is a signal a process
 //! can die of.
 //!
-//! Forgery: the FIFO is bound into the container, and a workload whose Landlock layer allows
-//! writes under `/run` (or that runs with none: nested namespaces as a user other than root, an
-//! old kernel) can write it too, or drain the init's line. That can only misreport the
-//! workload's own end, and only between `exit 128+N` and a death by N: both are outcomes it could
-//! have chosen itself. A FIFO holds at most a pipe's buffer (no file on the host grows), the
-//! supervisor reads it without blocking and at most [`MAX_RECORD`] bytes, and the signals that
-//! would stop airlock rather than end it (SIGSTOP, SIGTSTP, ...) are never accepted.
+//! Forgery: the FIFO is bound into the container, outside every writable path of the spec (the
+//! root is read-only), so the workload's Landlock layer refuses to open it for writing; the init
+//! opened it before its own layer, and is not dumpable, so the workload cannot borrow its
+//! descriptor either. A workload with no Landlock layer (nested namespaces as a user other than
+//! root, a kernel without Landlock) can write it, and any workload can read it and drain the
+//! init's line. Either can only misreport the workload's own end, and only between `exit 128+N`
+//! and a death by N: both outcomes it could have chosen itself. A FIFO holds at most a pipe's
+//! buffer (no file on the host grows), the supervisor reads it without blocking and at most
+//! [`MAX_RECORD`] bytes, and the signals that would stop airlock rather than end it (SIGSTOP,
+//! SIGTSTP, ...) are never accepted.
 
 use std::ffi::{CString, OsStr};
 use std::fs::File;
@@ -32,8 +35,9 @@ use nix::unistd::{ForkResult, Pid, fork};
 
 use crate::native::Outcome;
 
-/// Where the supervisor's status FIFO is bound in the container.
-pub const STATUS_PATH: &str = "/run/airlock/status";
+/// Where the supervisor's status FIFO is bound in the container: beneath no writable path of a
+/// spec (`/run` is one), so Landlock keeps the workload from writing it.
+pub const STATUS_PATH: &str = "/.airlock/status";
 
 /// The most of the FIFO the supervisor reads (the init's line is a dozen bytes).
 pub const MAX_RECORD: usize = 4096;
