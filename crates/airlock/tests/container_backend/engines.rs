@@ -150,6 +150,45 @@ fn the_exec_wrapper_confines_writes_and_refuses_namespaces() {
     assert!(!stdout(&out).contains("RAN"));
 }
 
+/// The wrapper as init, on the host (where it is not PID 1, so it is the workload's subreaper):
+/// an orphan of the workload is reparented to it and reaped, and a workload killed by SIGTERM
+/// ends it with 128+15 (with no status FIFO there is no record: the supervisor would read an
+/// exit). Control: the orphan's parent is the wrapper, the workload's own parent.
+#[test]
+fn the_exec_wrapper_reaps_orphans_and_ends_with_128_plus_the_workloads_signal() {
+    if airlock_sandbox::native::landlock::abi().is_none() {
+        eprintln!("skipped: this kernel has no Landlock");
+        return;
+    }
+    let h = TestHome::new("home/code/app");
+    let wrapper = h.root.join("airlock-container-exec");
+    std::os::unix::fs::symlink(common::AIRLOCK, &wrapper).unwrap();
+    let script = "o=$( (sleep 0.3 >/dev/null 2>&1 & echo $!) ); sleep 0.1; \
+                  echo \"orphan-ppid=$(cut -d' ' -f4 /proc/$o/stat) parent=$PPID\"; sleep 0.6; \
+                  test -e /proc/$o && echo LEFT; kill -TERM $$; echo SURVIVED";
+    let out = Command::new(&wrapper)
+        .args(["--writable=/dev", "--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(128 + libc::SIGTERM),
+        "{}",
+        report(&out)
+    );
+    let seen = stdout(&out);
+    let line = seen.lines().next().unwrap_or_default();
+    let (orphan, parent) = line
+        .strip_prefix("orphan-ppid=")
+        .and_then(|l| l.split_once(" parent="))
+        .unwrap_or_else(|| panic!("{seen}"));
+    assert_eq!(orphan, parent, "{seen}");
+    assert!(
+        !seen.contains("LEFT") && !seen.contains("SURVIVED"),
+        "{seen}"
+    );
+}
+
 /// SIGKILL of airlock stops its container: the engine's client is not the container (conmon
 /// keeps it), so airlock's watchdog kills it by name. Control: the container runs before.
 #[test]

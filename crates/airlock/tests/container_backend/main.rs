@@ -253,3 +253,58 @@ fn a_mount_through_a_link_planted_in_the_project_is_refused() {
     let out = launch(&h, &[], "echo RAN");
     assert!(stdout(&out).contains("RAN"), "{}", report(&out));
 }
+
+/// The exec wrapper is the container's init and the workload is not PID 1, so a signal the
+/// workload does not handle kills it, and airlock dies of it as native does (the init's record
+/// tells a death by SIGTERM from `exit 143`, the control). Native gives the same, checked here.
+#[test]
+fn a_workload_killed_by_a_signal_ends_airlock_by_that_signal_as_native() {
+    use std::os::unix::process::ExitStatusExt as _;
+    if !podman_runs() {
+        return;
+    }
+    let h = TestHome::new("home/code/app");
+    let script = "kill -TERM $$; echo SURVIVED";
+    let out = launch(&h, &[], script);
+    assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{}", report(&out));
+    assert!(!stdout(&out).contains("SURVIVED"), "{}", report(&out));
+    let native = run_with(&h, &[("AIRLOCK_BACKEND", "native")], &launch_args(script));
+    assert_eq!(
+        native.status.signal(),
+        Some(libc::SIGTERM),
+        "{}",
+        report(&native)
+    );
+    // Control: the same code as an exit is an exit.
+    let out = launch(&h, &[], "exit 143");
+    assert_eq!(out.status.code(), Some(143), "{}", report(&out));
+    // The workload cannot forge the init's record: Landlock refuses it the FIFO, which is
+    // beneath no writable path (without Landlock it could, and would misreport only itself).
+    if airlock_sandbox::native::landlock::abi().is_some() {
+        let forge = "echo 'signal 15' > /.airlock/status 2>/dev/null && echo FORGED; exit 143";
+        let out = launch(&h, &[], forge);
+        assert_eq!(out.status.code(), Some(143), "{}", report(&out));
+        assert!(!stdout(&out).contains("FORGED"), "{}", report(&out));
+    }
+}
+
+/// An orphan goes to the init (the container's PID 1), which reaps it: no zombie is left while
+/// the workload still runs. Control: the orphan was there, a child of PID 1, and the workload is
+/// not PID 1.
+#[test]
+fn an_orphan_is_reaped_by_the_containers_init() {
+    if !podman_runs() {
+        return;
+    }
+    let h = TestHome::new("home/code/app");
+    let script = "o=$( (sleep 0.3 >/dev/null 2>&1 & echo $!) ); sleep 0.1; \
+                  echo \"orphan-ppid=$(cut -d' ' -f4 /proc/$o/stat)\"; echo \"me=$$\"; sleep 1; \
+                  test -e /proc/$o && echo \"LEFT=$(cut -d' ' -f3 /proc/$o/stat)\"; echo done";
+    let out = launch(&h, &[], script);
+    assert!(out.status.success(), "{}", report(&out));
+    let seen = stdout(&out);
+    assert!(seen.contains("orphan-ppid=1\n"), "{seen}");
+    assert!(!seen.contains("me=1\n"), "{seen}");
+    assert!(!seen.contains("LEFT="), "a zombie was left: {seen}");
+    assert!(seen.contains("done"), "{seen}");
+}

@@ -1,6 +1,6 @@
 //! airlock's exec wrapper, the command the container runs: the second layer native's workload
-//! gets (Landlock write rules, airlock's own seccomp filter over the engine's profile), then
-//! `execvp` of the spec's argv.
+//! gets (Landlock write rules, airlock's own seccomp filter over the engine's profile), then the
+//! container's init (`init.rs`), which forks the spec's argv under those layers.
 //!
 //! `airlock-container-exec [--nested-namespaces] [--writable=PATH]... -- ARGV...`: the airlock
 //! binary bound read-only at [`EXEC_PATH`], started under that name. Exit 125 when a layer cannot
@@ -82,6 +82,8 @@ pub fn main() -> ! {
     if args.wait_keeper {
         wait_for_keeper();
     }
+    // Before Landlock, which would refuse it: the init's end of the supervisor's status FIFO.
+    let status = super::init::Channel::open();
     // SAFETY: a plain prctl on this thread; the engine already set it, this makes it certain.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         die(125, "airlock: cannot set no_new_privs in the container");
@@ -120,16 +122,8 @@ pub fn main() -> ! {
             &format!("airlock: cannot install the seccomp filter: {e}"),
         );
     }
-    let e = nix::unistd::execvp(&argv[0], &argv).unwrap_err();
-    let code = if e == nix::errno::Errno::ENOENT {
-        127
-    } else {
-        126
-    };
-    die(
-        code,
-        &format!("airlock: cannot run {:?}: {e}", args.argv[0]),
-    )
+    // The layers are this process's; the workload inherits them (`init.rs`).
+    super::init::run(status, &argv, &args.argv[0])
 }
 
 /// Waits until the supervisor's listener is in place, so the workload's first request finds

@@ -202,6 +202,7 @@ pub(super) fn write_files(spec: &SandboxSpec, files: &SessionFiles) -> std::io::
     }
     create(&files.env(), 0o600)?.write_all(env.as_bytes())?;
     create(&files.empty(), 0o444)?;
+    super::init::Status::create(&files.status())?;
     let copies = spec.mounts.iter().filter_map(|op| match op {
         MountOp::CopyFile { source, .. } => Some(source),
         _ => None,
@@ -241,6 +242,10 @@ pub(super) fn run_engine(
     let mut command = image::bare_command(&c.engine);
     command.args(args);
     let what = c.engine.program.display().to_string();
+    // Open before the engine starts, so the init finds a reader (a remote engine binds none).
+    let fifo = session_files(spec).status();
+    let record = super::init::Status::open(&fifo)
+        .map_err(|e| LaunchError::Setup(format!("cannot open {}: {e}", fifo.display())))?;
     // Stops the container if airlock dies before the engine's client returns (`watchdog.rs`).
     let mut kill = image::command(&c.engine);
     kill.args(["kill", name]);
@@ -267,7 +272,8 @@ pub(super) fn run_engine(
         (Some(ENGINE_FAILED), _) => Err(LaunchError::Setup(format!(
             "{what} could not run the container (exit {ENGINE_FAILED}); its message is above"
         ))),
-        (Some(code), _) => Ok(Outcome::Exited(code)),
+        // A death by signal N inside comes back as 128+N with the init's record (`init.rs`).
+        (Some(code), _) => Ok(record.outcome(code)),
         (None, Some(signal)) => Ok(Outcome::Signaled(signal)),
         (None, None) => Err(LaunchError::Lost),
     }

@@ -4,7 +4,7 @@
 //! ([`image`]), so every file inside comes from the spec's binds, as with native. The engine
 //! makes the namespaces, drops every capability, sets no_new_privs and loads the seccomp profile
 //! airlock generates ([`seccomp`]); airlock's exec wrapper inside ([`exec`]) adds Landlock and
-//! airlock's own filter; the egress proxy's listener is made in the container's network
+//! airlock's own filter, then stays as the container's init ([`init`]); the egress proxy's listener is made in the container's network
 //! namespace by the supervisor ([`egress`]). What an engine cannot do (the keeper, overlays,
 //! port forwards) is refused by [`Backend::unsupported`], never left out. A remote engine gets
 //! the project synced, not bound ([`remote`]).
@@ -14,6 +14,7 @@ pub mod engine;
 mod enter;
 pub mod exec;
 pub mod image;
+pub mod init;
 mod keeper;
 mod launch;
 pub mod remote;

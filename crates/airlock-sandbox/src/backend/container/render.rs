@@ -13,6 +13,7 @@ use airlock_config::NetworkMode;
 
 use super::engine::{Engine, EngineName};
 use super::exec::{EXEC_PATH, KEEPER_READY};
+use super::init::STATUS_PATH;
 use crate::spec::{Limits, MountOp, SandboxSpec};
 
 /// Where things the launch writes for the engine live on the host: a directory only the
@@ -40,6 +41,11 @@ impl SessionFiles {
     /// The FIFO the keeper says it is ready on, bound at [`KEEPER_READY`].
     pub fn keeper_ready(&self) -> PathBuf {
         self.dir.join("keeper-ready")
+    }
+    /// The FIFO the container's init reports a signal death in (`init.rs`), bound at
+    /// [`STATUS_PATH`].
+    pub fn status(&self) -> PathBuf {
+        self.dir.join("status")
     }
 }
 
@@ -346,6 +352,10 @@ pub fn render(
     r.mount(format!(
         "type=bind,src={},dst={EXEC_PATH},ro=true",
         plan.exe.display()
+    ));
+    r.mount(format!(
+        "type=bind,src={},dst={STATUS_PATH}",
+        plan.files.status().display()
     ));
     r.arg("-i");
     if plan.tty {

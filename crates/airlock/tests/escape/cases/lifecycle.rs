@@ -9,7 +9,7 @@ use std::process::Child;
 use crate::check;
 use crate::harness::{
     CONDITION_DEADLINE, Mode, Outcome, RUN_DEADLINE, World, fail, pids_with_marker, process_alive,
-    skip, status_text, wait_deadline, wait_until,
+    status_text, wait_deadline, wait_until,
 };
 
 pub fn exit_status_42(mode: &Mode) -> Outcome {
@@ -24,12 +24,6 @@ pub fn exit_status_42(mode: &Mode) -> Outcome {
 }
 
 pub fn signal_death_reraised(mode: &Mode) -> Outcome {
-    if mode.backend == "container" {
-        return Err(skip(
-            "the container backend has no airlock init: the workload is the container's PID 1, \
-             which the kernel never kills with a signal it does not handle (docs/backends.md)",
-        ));
-    }
     let mut w = World::new(mode)?;
     let run = w.airlock(&["run", "--", "sh", "-c", "kill -TERM $$"])?;
     check!(

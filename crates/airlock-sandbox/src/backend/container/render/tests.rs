@@ -149,6 +149,8 @@ fn the_spec_renders_to_this_podman_argv() {
         &format!("type=bind,src={c}/keeper-ready,dst=/run/airlock/keeper-ready,ro=true"),
         "--mount",
         "type=bind,src=/opt/airlock/bin/airlock,dst=/run/airlock/airlock-container-exec,ro=true",
+        "--mount",
+        &format!("type=bind,src={c}/status,dst=/.airlock/status"),
         "-i",
         "localhost/airlock-root:0123456789ab",
         "/run/airlock/airlock-container-exec",
