@@ -261,3 +261,53 @@ fn the_engines_socket_never_reaches_the_container() {
     assert!(out.status.success(), "{}", report(&out));
     assert_eq!(stdout(&out).trim(), "ran", "{}", report(&out));
 }
+
+/// Overlays are podman's overlay volumes: the host's directory shows inside, writes land in
+/// airlock's layer (kept across runs for `overlay`, gone for `tmpoverlay`), never on the host.
+#[test]
+fn overlay_writes_stay_in_airlocks_layer_and_never_reach_the_host() {
+    if !podman_runs() {
+        return;
+    }
+    let h = TestHome::new("home/code/app");
+    let kept = h.home.join("kept");
+    let gone = h.home.join("gone");
+    write(&kept.join("seed"), "from the host\n");
+    write(&gone.join("seed"), "from the host\n");
+    h.config(&format!(
+        "[[sandbox.mounts]]\npath = \"{}\"\nmode = \"overlay\"\n\n\
+         [[sandbox.mounts]]\npath = \"{}\"\nmode = \"tmpoverlay\"\n",
+        kept.display(),
+        gone.display()
+    ));
+    let script = format!(
+        "cat {k}/seed; echo inside > {k}/new; echo inside > {g}/new; echo changed > {k}/seed",
+        k = kept.display(),
+        g = gone.display()
+    );
+    let out = launch(&h, &[], &script);
+    assert!(out.status.success(), "{}", report(&out));
+    assert_eq!(stdout(&out), "from the host\n");
+    // The host's directories are as they were.
+    assert!(!kept.join("new").exists() && !gone.join("new").exists());
+    assert_eq!(
+        std::fs::read_to_string(kept.join("seed")).unwrap(),
+        "from the host\n"
+    );
+    // Control: the next run sees the overlay's writes, and none of the tmpoverlay's.
+    let script = format!(
+        "cat {k}/new {k}/seed; ls {g}",
+        k = kept.display(),
+        g = gone.display()
+    );
+    let out = launch(&h, &[], &script);
+    assert!(out.status.success(), "{}", report(&out));
+    assert_eq!(stdout(&out), "inside\nchanged\nseed\n", "{}", report(&out));
+    // The session's own files, the overlay's work dir included, are gone with it.
+    let left: Vec<_> = glob(&h.sandboxes(), "container");
+    assert!(
+        left.iter()
+            .all(|d| std::fs::read_dir(d).unwrap().next().is_none()),
+        "{left:?}"
+    );
+}

@@ -127,7 +127,6 @@ fn refused_by_backend(mode: &Mode, reason: &str) -> bool {
 /// What the container backend refused in a failed case's launch (it names each feature).
 fn container_refusal(reason: &str) -> Option<&'static str> {
     [
-        ("cannot mount airlock's overlays", "overlays"),
         ("cannot forward ports", "port forwards"),
         (
             "mounts parents before children",

@@ -10,7 +10,7 @@ use super::render::{self, SessionFiles};
 use super::{Container, image};
 use crate::backend::{Backend, foreground};
 use crate::native::{Gates, LaunchError, Outcome};
-use crate::spec::{MountOp, SandboxSpec};
+use crate::spec::{MountOp, SandboxSpec, Upper};
 
 /// What the engine exits with when it could not create or start the container.
 const ENGINE_FAILED: i32 = 125;
@@ -66,12 +66,34 @@ pub(super) fn run(
             files.dir.display()
         );
     } else {
-        let _ = std::fs::remove_dir_all(&files.dir);
+        remove_session_files(c, &files);
     }
     result
 }
 
-/// Refuses a bind whose source, or a mount whose target, passes through a symlink inside a
+/// Removes the session's files; what rootless podman left there owned by one of the user's
+/// subordinate ids (an overlay's `work/work`) is removed inside its user namespace.
+fn remove_session_files(c: &Container, files: &SessionFiles) {
+    if std::fs::remove_dir_all(&files.dir).is_ok() || !c.engine.rootless {
+        return;
+    }
+    let mut rm = image::command(&c.engine);
+    rm.arg("unshare")
+        .arg("rm")
+        .arg("-rf")
+        .arg("--")
+        .arg(&files.dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    if !rm.status().is_ok_and(|s| s.success()) {
+        eprintln!(
+            "airlock: warning: cannot remove {} (podman unshare rm -rf removes it)",
+            files.dir.display()
+        );
+    }
+}
+
+/// Refuses a bind whose source (an overlay's lower), or a mount whose target, passes through a symlink inside a
 /// sandbox-writable tree: the engine resolves sources by host path and targets inside the
 /// container, so a link planted there by an earlier session would bind what it points at, or
 /// put a mount somewhere else than the spec says (native refuses such targets too).
@@ -90,7 +112,10 @@ fn check_sources(spec: &SandboxSpec) -> Result<(), LaunchError> {
         })
         .collect();
     for op in &spec.mounts {
-        if let MountOp::Bind { source, .. } | MountOp::CopyFile { source, .. } = op {
+        if let MountOp::Bind { source, .. }
+        | MountOp::CopyFile { source, .. }
+        | MountOp::Overlay { lower: source, .. } = op
+        {
             for (_, tree) in &writable {
                 if let Some(rel) = source
                     .strip_prefix(tree)
@@ -210,6 +235,20 @@ pub(super) fn write_files(spec: &SandboxSpec, files: &SessionFiles) -> std::io::
     for (n, source) in copies.enumerate() {
         let body = std::fs::read(source)?;
         create(&files.copy(n), 0o644)?.write_all(&body)?;
+    }
+    let persistent = spec.mounts.iter().filter(|op| {
+        matches!(
+            op,
+            MountOp::Overlay {
+                upper: Upper::Persistent { .. } | Upper::Owned { .. },
+                ..
+            }
+        )
+    });
+    for (n, _) in persistent.enumerate() {
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(files.overlay_work(n))?;
     }
     Ok(())
 }

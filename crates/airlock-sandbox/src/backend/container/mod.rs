@@ -145,9 +145,15 @@ pub fn doctor_row(container: Result<&Container, String>) -> crate::doctor::Check
             name: "backend container",
             status: Status::Ok,
             detail: format!(
-                "{} {version} at {place}, reachable{}; overlays are refused with it{}{}",
+                "{} {version} at {place}, reachable{}{}{}{}",
                 e.program.display(),
                 if e.rootless { ", rootless" } else { "" },
+                if e.name == EngineName::Podman {
+                    "; airlock's overlays are podman's overlay volumes (a second session's \
+                     stacked view is refused)"
+                } else {
+                    "; overlays are refused with it"
+                },
                 if c.keeper() {
                     ""
                 } else {
@@ -261,7 +267,7 @@ impl Backend for Container {
                 out
             }
             _ => {
-                let mut out = render::unsupported(spec, &self.sockets, self.keeper());
+                let mut out = render::unsupported(spec, &self.engine, &self.sockets, self.keeper());
                 out.extend(render::limits_refusal(
                     &spec.limits,
                     &self.engine,

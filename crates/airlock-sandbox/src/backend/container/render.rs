@@ -14,7 +14,7 @@ use airlock_config::NetworkMode;
 use super::engine::{Engine, EngineName};
 use super::exec::{EXEC_PATH, KEEPER_READY};
 use super::init::STATUS_PATH;
-use crate::spec::{Limits, MountOp, SandboxSpec};
+use crate::spec::{Limits, MountOp, SandboxSpec, Upper};
 
 /// Where things the launch writes for the engine live on the host: a directory only the
 /// supervisor writes (never mounted writable), one per session.
@@ -37,6 +37,12 @@ impl SessionFiles {
     /// The private copy of the `n`th copied file.
     pub fn copy(&self, n: usize) -> PathBuf {
         self.dir.join(format!("copy-{n}"))
+    }
+    /// The overlay work dir of the `n`th overlay whose writes persist: the session's own, since
+    /// rootless podman leaves it holding a directory of another uid (the kernel's `work/work`,
+    /// mode 0) that only the engine's user namespace can remove.
+    pub fn overlay_work(&self, n: usize) -> PathBuf {
+        self.dir.join(format!("work-{n}"))
     }
     /// The FIFO the keeper says it is ready on, bound at [`KEEPER_READY`].
     pub fn keeper_ready(&self) -> PathBuf {
@@ -83,15 +89,67 @@ pub fn needs_keeper(spec: &SandboxSpec) -> bool {
 
 /// What the container backend cannot honour in `spec` with `engine`: one sentence each, naming
 /// the feature and the alternative. A launch with any of them is refused.
-pub fn unsupported(spec: &SandboxSpec, engine_sockets: &[PathBuf], keeper: bool) -> Vec<String> {
+pub fn unsupported(
+    spec: &SandboxSpec,
+    engine: &Engine,
+    engine_sockets: &[PathBuf],
+    keeper: bool,
+) -> Vec<String> {
     let mut out = Vec::new();
+    // podman mounts an overlay of its own (`-v LOWER:TARGET:O`, with airlock's upper and work
+    // dirs when writes persist); docker has no such mount.
     let overlays = targets(spec, |op| matches!(op, MountOp::Overlay { .. }));
-    if !overlays.is_empty() {
+    if !overlays.is_empty() && engine.name != EngineName::Podman {
         out.push(format!(
-            "the container backend cannot mount airlock's overlays, and this sandbox has {} ({}); \
-             use --backend native, or give those tools mount_mode = \"readonly\" or \"readwrite\"",
+            "the container backend mounts airlock's overlays with podman only, and this sandbox \
+             has {} ({}); use podman ([sandbox.container] engine = \"podman\"), --backend \
+             native, or give those tools mount_mode = \"readonly\" or \"readwrite\"",
             overlays.len(),
             overlays.join(", ")
+        ));
+    }
+    // A second session's view of layers another session owns: the owner's upper above the host's
+    // dir, two lower layers, which podman's overlay mount cannot stack.
+    let stacked = targets(spec, |op| {
+        matches!(
+            op,
+            MountOp::Overlay {
+                upper: Upper::Stacked { .. },
+                ..
+            }
+        )
+    });
+    if !stacked.is_empty() && engine.name == EngineName::Podman {
+        out.push(format!(
+            "the container backend cannot stack this session's view of {} over the layers \
+             another session of this project owns (it is running); end that session, or use \
+             --backend native",
+            stacked.join(", ")
+        ));
+    }
+    let overlay_paths = spec.mounts.iter().flat_map(|op| match op {
+        MountOp::Overlay {
+            lower,
+            target,
+            upper,
+        } => {
+            let mut paths = vec![lower.as_path(), target.as_path()];
+            if let Upper::Persistent { dir } | Upper::Owned { dir } = upper {
+                paths.push(dir.as_path());
+            }
+            paths
+        }
+        _ => Vec::new(),
+    });
+    let colons: Vec<String> = overlay_paths
+        .filter(|p| p.to_string_lossy().contains(':'))
+        .map(|p| format!("{p:?}"))
+        .collect();
+    if !colons.is_empty() {
+        out.push(format!(
+            "the container backend cannot name {} in podman's overlay volume (a colon); rename \
+             it or use --backend native",
+            colons.join(", ")
         ));
     }
     // The keeper runs in the container's mount namespace (`keeper.rs`); an engine whose
@@ -283,7 +341,7 @@ pub fn render(
     plan: &Plan<'_>,
     sockets: &[PathBuf],
 ) -> Result<Vec<OsString>, String> {
-    let refused = unsupported(spec, sockets, plan.keeper);
+    let refused = unsupported(spec, plan.engine, sockets, plan.keeper);
     if !refused.is_empty() {
         return Err(refused.join("; "));
     }
@@ -342,9 +400,15 @@ pub fn render(
     }
     // The engine's sysfs names the host's devices, cgroups and kernel; the spec has none.
     r.mount("type=tmpfs,dst=/sys,ro=true,tmpfs-mode=0755");
-    let mut copies = 0;
+    let (mut copies, mut works) = (0, 0);
     for op in spec.mounts.iter().filter(|op| rendered(op, keeper)) {
-        r.mount_op(op, spec.limits.tmpfs_bytes, plan.files, &mut copies);
+        r.mount_op(
+            op,
+            spec.limits.tmpfs_bytes,
+            plan.files,
+            &mut copies,
+            &mut works,
+        );
     }
     if keeper {
         r.bind(&plan.files.keeper_ready(), Path::new(KEEPER_READY), false);
@@ -418,6 +482,7 @@ impl Args {
         tmpfs_size: u64,
         files: &SessionFiles,
         copies: &mut usize,
+        works: &mut usize,
     ) {
         match op {
             MountOp::Bind {
@@ -453,7 +518,23 @@ impl Args {
             }
             // In the image, and the engine's own (see `rendered`); overlays were refused.
             MountOp::Symlink { .. } | MountOp::Proc { .. } | MountOp::Dev { .. } => {}
-            MountOp::Overlay { .. } => unreachable!("overlays are refused before rendering"),
+            // podman's overlay volume; docker's were refused before rendering.
+            MountOp::Overlay {
+                lower,
+                target,
+                upper,
+            } => {
+                let mut v = format!("{}:{}:O", lower.display(), target.display());
+                if let Upper::Persistent { dir } | Upper::Owned { dir } = upper {
+                    v.push_str(&format!(
+                        ",upperdir={},workdir={}",
+                        dir.join("upper").display(),
+                        files.overlay_work(*works).display()
+                    ));
+                    *works += 1;
+                }
+                self.opt("-v", v);
+            }
         }
     }
 }

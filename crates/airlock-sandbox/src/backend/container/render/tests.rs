@@ -13,7 +13,7 @@ fn without_the_keeper_a_pin_and_hidden_files_are_refused() {
     let no_sockets: [PathBuf; 0] = [];
     let mut spec = spec();
     let pin = spec.hide.as_ref().unwrap().pins[0].target.clone();
-    let r = unsupported(&spec, &no_sockets, false).join("; ");
+    let r = unsupported(&spec, &podman(), &no_sockets, false).join("; ");
     assert!(
         r.contains(&format!(
             "cannot keep {} hidden or held in place",
@@ -21,16 +21,16 @@ fn without_the_keeper_a_pin_and_hidden_files_are_refused() {
         )) && r.contains("use rootless podman, run airlock as root, use --backend native"),
         "{r}"
     );
-    assert!(unsupported(&spec, &no_sockets, true).is_empty());
+    assert!(unsupported(&spec, &podman(), &no_sockets, true).is_empty());
     spec.hide.as_mut().unwrap().pins.clear();
-    assert!(unsupported(&spec, &no_sockets, false).is_empty());
+    assert!(unsupported(&spec, &podman(), &no_sockets, false).is_empty());
     spec.hide.as_mut().unwrap().patterns = vec![".env".into(), ".env.*".into()];
-    let r = unsupported(&spec, &no_sockets, false).join("; ");
+    let r = unsupported(&spec, &podman(), &no_sockets, false).join("; ");
     assert!(
         r.contains("cannot keep .env, .env.* hidden") && r.contains("hide_env_files = false"),
         "{r}"
     );
-    assert!(unsupported(&spec, &no_sockets, true).is_empty());
+    assert!(unsupported(&spec, &podman(), &no_sockets, true).is_empty());
 }
 
 #[test]
@@ -207,10 +207,49 @@ fn proxy_mode_tells_the_wrapper_to_wait_for_the_proxy_port() {
     assert!(args[..dashdash].iter().any(|a| a == "--egress-port=3128"));
 }
 
+fn podman() -> Engine {
+    engine(EngineName::Podman, true)
+}
+
+/// An overlay is podman's overlay volume: airlock's own upper and work dirs when writes persist,
+/// podman's throwaway layer when they do not.
+#[test]
+fn overlays_become_podman_overlay_volumes() {
+    let mut spec = spec();
+    spec.mounts.push(MountOp::Overlay {
+        lower: "/home/dev/.claude".into(),
+        target: "/home/dev/.claude".into(),
+        upper: crate::spec::Upper::Persistent {
+            dir: format!("{S}/overlays/claude").into(),
+        },
+    });
+    spec.mounts.push(MountOp::Overlay {
+        lower: "/home/dev/.cache".into(),
+        target: "/home/dev/.cache".into(),
+        upper: crate::spec::Upper::Throwaway,
+    });
+    let args = argv(&spec, &podman(), false).unwrap();
+    let volumes: Vec<&str> = args
+        .windows(2)
+        .filter(|w| w[0] == "-v")
+        .map(|w| w[1].as_str())
+        .collect();
+    assert_eq!(
+        volumes,
+        [
+            format!(
+                "/home/dev/.claude:/home/dev/.claude:O,upperdir={S}/overlays/claude/upper,\
+                 workdir={S}/container/42/work-0"
+            ),
+            "/home/dev/.cache:/home/dev/.cache:O".to_owned(),
+        ]
+    );
+}
+
 #[test]
 fn what_an_engine_cannot_honour_is_refused_naming_it_and_the_way_out() {
     let no_sockets: [PathBuf; 0] = [];
-    let refused = |spec: &SandboxSpec| unsupported(spec, &no_sockets, true).join("; ");
+    let refused = |spec: &SandboxSpec| unsupported(spec, &podman(), &no_sockets, true).join("; ");
     let mut proxy = spec();
     proxy.network = NetworkMode::Proxy;
     assert_eq!(refused(&proxy), "", "proxy mode is served (egress.rs)");
@@ -220,11 +259,39 @@ fn what_an_engine_cannot_honour_is_refused_naming_it_and_the_way_out() {
         target: "/home/dev/.claude".into(),
         upper: crate::spec::Upper::Throwaway,
     });
-    let r = refused(&overlay);
+    assert_eq!(refused(&overlay), "", "podman mounts overlays");
+    let docker = unsupported(
+        &overlay,
+        &engine(EngineName::Docker, false),
+        &no_sockets,
+        true,
+    )
+    .join("; ");
     assert!(
-        r.contains("/home/dev/.claude") && r.contains("--backend native"),
+        docker.contains("with podman only") && docker.contains("(/home/dev/.claude)"),
+        "{docker}"
+    );
+    let mut stacked = spec();
+    stacked.mounts.push(MountOp::Overlay {
+        lower: "/home/dev/.claude".into(),
+        target: "/home/dev/.claude".into(),
+        upper: crate::spec::Upper::Stacked {
+            dir: format!("{S}/overlays/claude").into(),
+        },
+    });
+    let r = refused(&stacked);
+    assert!(
+        r.contains("cannot stack this session's view of /home/dev/.claude")
+            && r.contains("--backend native"),
         "{r}"
     );
+    let mut colon = spec();
+    colon.mounts.push(MountOp::Overlay {
+        lower: "/home/dev/a:b".into(),
+        target: "/home/dev/a:b".into(),
+        upper: crate::spec::Upper::Throwaway,
+    });
+    assert!(refused(&colon).contains("\"/home/dev/a:b\" in podman's overlay volume"));
     let mut comma = spec();
     comma.mounts.push(MountOp::Bind {
         source: "/srv/a,dst=/etc".into(),
@@ -243,7 +310,7 @@ fn what_an_engine_cannot_honour_is_refused_naming_it_and_the_way_out() {
     let mut newline = spec();
     newline.env.insert("X".into(), "a\nFOO=b".into());
     assert!(refused(&newline).contains("X has a newline"));
-    assert!(unsupported(&spec(), &no_sockets, true).is_empty());
+    assert!(unsupported(&spec(), &podman(), &no_sockets, true).is_empty());
 }
 
 #[test]
