@@ -32,7 +32,9 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The sandbox's user and network namespaces, and the helper that makes sockets in them.
 pub(crate) struct Netns {
-    user: OwnedFd,
+    /// None when the sandbox is in this process's user namespace (a container of a rootful
+    /// engine, run by root): `setns` into one's own user namespace is refused.
+    user: Option<OwnedFd>,
     net: OwnedFd,
     last_cap: u32,
     /// None once stopped: no helper is started again.
@@ -45,11 +47,17 @@ struct Helper {
 }
 
 impl Netns {
-    /// Holds the namespaces of the sandbox whose init is `init` (the supervisor's own child).
+    /// Holds the namespaces of the sandbox whose first process is `init` (the supervisor's own
+    /// child, or a container's first process).
     pub fn open(init: libc::pid_t) -> io::Result<Netns> {
         let open = |ns: &str| File::open(format!("/proc/{init}/ns/{ns}")).map(OwnedFd::from);
+        let user = open("user")?;
+        let ours = std::fs::metadata("/proc/self/ns/user")?;
+        let theirs = File::from(user.try_clone()?).metadata()?;
+        use std::os::unix::fs::MetadataExt as _;
+        let same = theirs.ino() == ours.ino() && theirs.dev() == ours.dev();
         Ok(Netns {
-            user: open("user")?,
+            user: (!same).then_some(user),
             net: open("net")?,
             last_cap: crate::native::caps::last_cap(),
             helper: Mutex::new(Some(None)),
@@ -137,7 +145,8 @@ impl Helper {
         // SAFETY: both just created and ours alone.
         let (ours, theirs) =
             unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
-        let (chan, user, net) = (theirs.as_raw_fd(), ns.user.as_raw_fd(), ns.net.as_raw_fd());
+        let (chan, net) = (theirs.as_raw_fd(), ns.net.as_raw_fd());
+        let user = ns.user.as_ref().map_or(-1, |u| u.as_raw_fd());
         let last_cap = ns.last_cap;
         // SAFETY: the child runs only `helper_main`, raw system calls on stack memory.
         let pid = unsafe { libc::fork() };
@@ -263,13 +272,17 @@ fn recv(chan: &OwnedFd, buf: &mut [u8], fd: &mut Option<OwnedFd>) -> io::Result<
 unsafe fn helper_main(chan: RawFd, user: RawFd, net: RawFd, last_cap: u32) -> ! {
     // SAFETY (whole body): plain system calls on valid descriptors and stack buffers.
     unsafe {
-        close_all_but([chan, user, net]);
-        if libc::setns(user, libc::CLONE_NEWUSER) != 0 || libc::setns(net, libc::CLONE_NEWNET) != 0
+        // `user` is -1 when the sandbox shares this user namespace: nothing to join there.
+        close_all_but([chan, if user < 0 { chan } else { user }, net]);
+        if (user >= 0 && libc::setns(user, libc::CLONE_NEWUSER) != 0)
+            || libc::setns(net, libc::CLONE_NEWNET) != 0
         {
             send_errno(chan);
             libc::_exit(1);
         }
-        libc::close(user);
+        if user >= 0 {
+            libc::close(user);
+        }
         libc::close(net);
         // It only ever calls socket(2): it needs no capability, in any namespace.
         libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);

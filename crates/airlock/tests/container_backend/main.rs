@@ -107,7 +107,7 @@ fn render_prints_the_engine_command_and_creates_nothing() {
         " --rm --read-only --log-driver none",
         "--network none --cap-drop ALL --security-opt no-new-privileges --security-opt seccomp=",
         "--mount type=tmpfs,dst=/sys,ro=true",
-        "/run/airlock/airlock-container-exec --writable=",
+        "/run/airlock/airlock-container-exec --wait-go --writable=",
     ] {
         assert!(line.contains(part), "{part} not in {line}");
     }
@@ -126,15 +126,24 @@ fn what_the_engine_cannot_honour_is_refused_before_anything_is_created() {
         return;
     }
     let h = TestHome::new("home/code/app");
-    // A port forward.
-    let out = run_with(&h, &[], &["run", "--publish", "8080", "--", "true"]);
+    // An overlay with docker, which has no overlay mount of a host directory.
+    let cache = h.home.join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let config = h.config(&format!(
+        "[sandbox.container]\nengine = \"docker\"\n\n[[sandbox.mounts]]\npath = \"{}\"\n\
+         mode = \"tmpoverlay\"\n",
+        cache.display()
+    ));
+    let out = run_with(&h, &[], &["run", "--network", "none", "--", "true"]);
     assert_eq!(out.status.code(), Some(125), "{}", report(&out));
     let e = stderr(&out);
     assert!(
-        e.contains("cannot forward ports") && e.contains("--backend native"),
+        e.contains("mounts airlock's overlays with podman only")
+            && e.contains(&cache.display().to_string()),
         "{e}"
     );
     assert!(!h.sandboxes().exists(), "{}", h.sandboxes().display());
+    std::fs::remove_file(config).unwrap();
     // A remote engine without an image of that machine's (tests/remote_engine.rs runs one).
     let out = run_with(
         &h,

@@ -32,6 +32,11 @@ fn open(pid: libc::pid_t, kind: &str) -> Result<std::fs::File, String> {
     }
 }
 
+/// Waits until `/proc/<pid>/ns/<kind>` opens (see [`open`]), for a caller that opens it itself.
+pub(super) fn wait_until_open(pid: libc::pid_t, kind: &str) -> Result<(), String> {
+    open(pid, kind).map(drop)
+}
+
 /// Whether `pid` is in this process's namespace of `kind`.
 fn same(pid: libc::pid_t, kind: &str) -> bool {
     use std::os::unix::fs::MetadataExt;

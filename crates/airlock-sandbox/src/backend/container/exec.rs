@@ -17,9 +17,9 @@ use crate::spec::SeccompPolicy;
 pub const EXEC_NAME: &str = "airlock-container-exec";
 /// Where the airlock binary is bound in the container.
 pub const EXEC_PATH: &str = "/run/airlock/airlock-container-exec";
-/// Where the keeper's FIFO is bound: the supervisor's keeper writes `K` there once every rule
-/// is applied (`keeper.rs`).
-pub const KEEPER_READY: &str = "/run/airlock/keeper-ready";
+/// Where the supervisor's go FIFO is bound: it writes `G` there once the container's gates run
+/// (the egress listener, the port forwards, the keeper with every rule applied; `launch.rs`).
+pub const GO_PATH: &str = "/run/airlock/go";
 
 /// What the wrapper was told on its command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,8 +27,8 @@ pub struct ExecArgs {
     pub policy: SeccompPolicy,
     /// Wait until `127.0.0.1:PORT` accepts (the supervisor's egress listener) before the command.
     pub egress_port: Option<u16>,
-    /// Wait for the keeper's `K` on [`KEEPER_READY`] before the command.
-    pub wait_keeper: bool,
+    /// Wait for the supervisor's `G` on [`GO_PATH`] before the command.
+    pub wait_go: bool,
     pub writable: Vec<PathBuf>,
     pub argv: Vec<OsString>,
 }
@@ -41,7 +41,7 @@ pub fn parse(args: Vec<OsString>) -> Result<ExecArgs, String> {
         },
         writable: Vec::new(),
         egress_port: None,
-        wait_keeper: false,
+        wait_go: false,
         argv: Vec::new(),
     };
     let mut args = args.into_iter();
@@ -55,8 +55,8 @@ pub fn parse(args: Vec<OsString>) -> Result<ExecArgs, String> {
             return Ok(out);
         } else if bytes == b"--nested-namespaces" {
             out.policy.nested_namespaces = true;
-        } else if bytes == b"--wait-keeper" {
-            out.wait_keeper = true;
+        } else if bytes == b"--wait-go" {
+            out.wait_go = true;
         } else if let Some(port) = bytes.strip_prefix(b"--egress-port=") {
             let port = std::str::from_utf8(port).ok().and_then(|p| p.parse().ok());
             out.egress_port = Some(port.ok_or_else(|| format!("bad port in {a:?}"))?);
@@ -79,8 +79,8 @@ pub fn main() -> ! {
     if let Some(port) = args.egress_port {
         wait_for_proxy(port);
     }
-    if args.wait_keeper {
-        wait_for_keeper();
+    if args.wait_go {
+        wait_for_go();
     }
     // Before Landlock, which would refuse it: the init's end of the supervisor's status FIFO.
     let status = super::init::Channel::open();
@@ -145,19 +145,19 @@ fn wait_for_proxy(port: u16) {
     }
 }
 
-/// Waits until the supervisor's keeper has hidden what the rules name (it writes `K` on the
-/// FIFO); when it could not, it ends without a word and the command does not run. Opening
-/// blocks until the keeper has the FIFO open; no deadline, since a supervisor that fails kills
-/// the container.
-fn wait_for_keeper() {
+/// Waits until the supervisor has started the container's gates (it writes `G` on the FIFO, as
+/// native's supervisor sends "G" to init); when it could not, it ends without a word (or kills
+/// the container) and the command does not run. Opening blocks until the supervisor has the FIFO
+/// open; no deadline, since a supervisor that fails kills the container.
+fn wait_for_go() {
     use std::io::Read as _;
     let mut byte = [0u8; 1];
-    let said = std::fs::File::open(KEEPER_READY).and_then(|mut f| f.read_exact(&mut byte));
-    if said.is_err() || byte != *b"K" {
+    let said = std::fs::File::open(GO_PATH).and_then(|mut f| f.read_exact(&mut byte));
+    if said.is_err() || byte != *b"G" {
         die(
             125,
-            "airlock: the keeper did not hide the project's files in the container, so the \
-             command does not run (fail closed)",
+            "airlock: the supervisor did not start this container's gates (the egress proxy, the \
+             port forwards, the keeper of hidden files), so the command does not run (fail closed)",
         );
     }
 }
@@ -189,7 +189,7 @@ mod tests {
         let a = parse(os(&[
             "--nested-namespaces",
             "--egress-port=3128",
-            "--wait-keeper",
+            "--wait-go",
             "--writable=/tmp",
             "--",
             "sh",
@@ -198,7 +198,7 @@ mod tests {
         .unwrap();
         assert!(a.policy.nested_namespaces);
         assert_eq!(a.egress_port, Some(3128));
-        assert!(a.wait_keeper);
+        assert!(a.wait_go);
         assert_eq!(a.writable, [PathBuf::from("/tmp")]);
         assert_eq!(a.argv, os(&["sh", "--writable=x"]));
     }

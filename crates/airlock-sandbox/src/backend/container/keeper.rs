@@ -8,16 +8,14 @@
 //! every capability the workload dropped, hides what the rules name, then watches the project.
 //! It lives in the host's pid namespace, so nothing in the container can see, signal or trace it.
 //!
-//! Order, failing closed: the exec wrapper waits on a FIFO bound at
-//! [`KEEPER_READY`](super::exec::KEEPER_READY) before it runs the
-//! command, and the helper writes `K` there only after its first pass; a helper that cannot
-//! start ends without it (the wrapper exits 125), and one that cannot keep a rule later kills
-//! the container. It reports on a socket pair, as native's init does: `R` ready, `E` could not
+//! Order, failing closed: the exec wrapper waits for the supervisor's go
+//! ([`GO_PATH`](super::exec::GO_PATH)) before it runs the command, and [`start`] returns only
+//! after the helper's first pass; a helper that cannot start fails the launch (the container is
+//! killed, no go said), and one that cannot keep a rule later kills the container. It reports on a socket pair, as native's init does: `R` ready, `E` could not
 //! start, `F` stopped the sandbox, `W` a warning, `H` the index of hidden files.
 
 use std::io::IoSlice;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -40,12 +38,12 @@ pub(super) struct Running {
     stopped: mpsc::Receiver<Option<String>>,
 }
 
-/// Starts the keeper of `hide` in the container whose first process is `pid`, once the FIFO
-/// at `ready` (host path) is made; returns when every rule is applied, or why it could not be.
+/// Starts the keeper of `hide` in the container whose first process is `pid`; returns when every
+/// rule is applied, or why it could not be.
 ///
 /// The helper is forked: the caller's other threads, if any, hold no lock it takes (it only
 /// makes system calls, allocates, and never prints).
-pub(super) fn start(pid: libc::pid_t, hide: &HideSpec, ready: &Path) -> Result<Running, String> {
+pub(super) fn start(pid: libc::pid_t, hide: &HideSpec) -> Result<Running, String> {
     let (ours, theirs) = socketpair(
         AddressFamily::Unix,
         SockType::SeqPacket,
@@ -58,7 +56,7 @@ pub(super) fn start(pid: libc::pid_t, hide: &HideSpec, ready: &Path) -> Result<R
     match unsafe { nix::unistd::fork() }.map_err(|e| format!("cannot fork the keeper: {e}"))? {
         nix::unistd::ForkResult::Child => {
             drop(ours);
-            let code = helper(theirs, parent, pid, hide, ready);
+            let code = helper(theirs, parent, pid, hide);
             // SAFETY: _exit skips the parent's atexit handlers and buffers, as a forked child must.
             unsafe { libc::_exit(code) }
         }
@@ -179,13 +177,7 @@ fn send(sock: RawFd, kind: u8, body: &[u8]) -> bool {
 }
 
 /// The helper, in the forked child; returns its exit code.
-fn helper(
-    sock: OwnedFd,
-    parent: nix::unistd::Pid,
-    pid: libc::pid_t,
-    hide: &HideSpec,
-    ready: &Path,
-) -> i32 {
+fn helper(sock: OwnedFd, parent: nix::unistd::Pid, pid: libc::pid_t, hide: &HideSpec) -> i32 {
     let fail = |why: String| {
         send(sock.as_raw_fd(), b'E', why.as_bytes());
         1
@@ -203,32 +195,18 @@ fn helper(
     if nix::unistd::getppid() != parent {
         return 1;
     }
-    // Both opened on the host before any namespace is joined: the container's first process
-    // (no pid reuse from here on) and the FIFO the wrapper waits on (O_RDWR: never blocks).
+    // Opened on the host before any namespace is joined: the container's first process (no pid
+    // reuse from here on).
     let container = match pidfd_open(pid) {
         Ok(fd) => fd,
         Err(e) => return fail(format!("cannot watch the container's process {pid}: {e}")),
-    };
-    let fifo = match std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(ready)
-    {
-        Ok(f) => f,
-        Err(e) => return fail(format!("cannot open {}: {e}", ready.display())),
     };
     // The host's procfs: the container's has no `self` for a process outside its pid namespace.
     let proc = match std::fs::File::open("/proc") {
         Ok(f) => f,
         Err(e) => return fail(format!("cannot open /proc: {e}")),
     };
-    close_others(&[
-        sock.as_raw_fd(),
-        container.as_raw_fd(),
-        fifo.as_raw_fd(),
-        proc.as_raw_fd(),
-    ]);
+    close_others(&[sock.as_raw_fd(), container.as_raw_fd(), proc.as_raw_fd()]);
     if let Err(e) = super::enter::join(
         pid,
         "mnt",
@@ -261,8 +239,7 @@ fn helper(
         Ok(k) => k,
         Err(e) => return fail(e.0),
     };
-    use std::io::Write as _;
-    if (&fifo).write_all(b"K").is_err() || !send(sock.as_raw_fd(), b'R', b"") {
+    if !send(sock.as_raw_fd(), b'R', b"") {
         return 1;
     }
     report(&mut keeper, &sock);

@@ -52,7 +52,7 @@ pub(super) fn run(
     .map_err(LaunchError::Setup)?;
     let files = session_files(spec);
     write_files(spec, &files)
-        .and_then(|()| keeper_fifo(spec, &files))
+        .and_then(|()| go_fifo(spec, &files))
         .map_err(|e| LaunchError::Setup(format!("cannot write {}: {e}", files.dir.display())))?;
     let name = container_name(spec);
     let plan = c.plan(spec, &image, &files, &name);
@@ -158,16 +158,46 @@ fn refuse_links(tree: &Path, rel: &Path, what: &Path) -> Result<(), LaunchError>
     Ok(())
 }
 
+/// What the supervisor runs beside a local container for the session, dropped at its end.
+#[derive(Default)]
+struct Helpers {
+    keeper: Option<super::keeper::Running>,
+    /// The forwards and the control socket (`airlock forward`, `airlock sessions`), as native's.
+    ports: Option<crate::ports::PortService>,
+    /// The go FIFO, held open for the session so the `G` in it waits for the wrapper.
+    go: Option<std::fs::File>,
+}
+
+/// Says go to the container's wrapper (a local engine's: the remote one has no FIFO).
+fn say_go(spec: &SandboxSpec, helpers: &mut Helpers) -> Result<(), LaunchError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let path = session_files(spec).go();
+    // O_RDWR: the open never blocks, and the byte stays in the FIFO until the wrapper reads it.
+    let mut fifo = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .and_then(|mut f| f.write_all(b"G").map(|()| f))
+        .map_err(|e| LaunchError::Setup(format!("cannot write {}: {e}", path.display())))?;
+    let _ = fifo.flush();
+    helpers.go = Some(fifo);
+    Ok(())
+}
+
 /// In proxy mode, the egress listener in the container's network namespace, served by the
-/// gates; with files to hide or hold, the keeper in its mount namespace (the wrapper inside
-/// waits for both); then the gates' threads. The helpers are forked before those threads start.
+/// gates; the port forwards and the control socket, through native's helper in that namespace;
+/// with files to hide or hold, the keeper in its mount namespace; then the gates' threads (the
+/// helpers are forked before they start); then go for the wrapper, which runs the command only
+/// after it (a local engine's; a remote one has none of these).
 fn start_gates(
     c: &Container,
     spec: &SandboxSpec,
     name: &str,
     engine: &mut std::process::Child,
     gates: &mut dyn Gates,
-    keeper: &mut Option<super::keeper::Running>,
+    helpers: &mut Helpers,
 ) -> Result<(), LaunchError> {
     let proxy = spec.network == airlock_config::NetworkMode::Proxy;
     // A remote engine's container has a copy of the project, hidden files left out (`remote/`).
@@ -176,8 +206,10 @@ fn start_gates(
         .hide
         .as_ref()
         .filter(|_| local && render::needs_keeper(spec));
-    if !proxy && hide.is_none() {
-        return gates.started().map_err(LaunchError::Setup);
+    let ports = local && (!spec.ports.forwards.is_empty() || spec.ports.control_dir.is_some());
+    if !proxy && hide.is_none() && !ports {
+        gates.started().map_err(LaunchError::Setup)?;
+        return if local { say_go(spec, helpers) } else { Ok(()) };
     }
     let Some(pid) = super::egress::container_pid(c, name, engine).map_err(LaunchError::Setup)?
     else {
@@ -192,15 +224,23 @@ fn start_gates(
     } else {
         None
     };
+    if ports {
+        // The namespace files refuse us while the runtime's init still runs (`enter.rs`).
+        super::enter::wait_until_open(pid, "net").map_err(LaunchError::Setup)?;
+        let service = crate::ports::PortService::start(spec, pid).map_err(LaunchError::Setup)?;
+        for warning in service.warnings() {
+            eprintln!("airlock: warning: {warning}");
+        }
+        helpers.ports = Some(service);
+    }
     if let Some(hide) = hide {
-        let ready = session_files(spec).keeper_ready();
-        *keeper = Some(super::keeper::start(pid, hide, &ready).map_err(LaunchError::Setup)?);
+        helpers.keeper = Some(super::keeper::start(pid, hide).map_err(LaunchError::Setup)?);
     }
     gates.started().map_err(LaunchError::Setup)?;
-    match listener {
-        Some(listener) => gates.serve_egress(listener).map_err(LaunchError::Setup),
-        None => Ok(()),
+    if let Some(listener) = listener {
+        gates.serve_egress(listener).map_err(LaunchError::Setup)?;
     }
+    if local { say_go(spec, helpers) } else { Ok(()) }
 }
 
 pub(super) fn write_files(spec: &SandboxSpec, files: &SessionFiles) -> std::io::Result<()> {
@@ -253,12 +293,9 @@ pub(super) fn write_files(spec: &SandboxSpec, files: &SessionFiles) -> std::io::
     Ok(())
 }
 
-/// The FIFO the keeper says it is ready on, when the spec needs the keeper.
-fn keeper_fifo(spec: &SandboxSpec, files: &SessionFiles) -> std::io::Result<()> {
-    if !render::needs_keeper(spec) {
-        return Ok(());
-    }
-    let fifo = files.keeper_ready();
+/// The FIFO the supervisor says go on (`start_gates`), which the wrapper waits on.
+fn go_fifo(spec: &SandboxSpec, files: &SessionFiles) -> std::io::Result<()> {
+    let fifo = files.go();
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))?;
     // The wrapper runs as the spec's user (the same as ours, unless root launches for another).
     if nix::unistd::geteuid().is_root() && spec.uid != 0 {
@@ -289,9 +326,9 @@ pub(super) fn run_engine(
     let mut kill = image::command(&c.engine);
     kill.args(["kill", name]);
     let watchdog = super::watchdog::Watchdog::start(kill).map_err(LaunchError::Setup)?;
-    let mut keeper = None;
+    let mut helpers = Helpers::default();
     let status = foreground::run(&mut command, &what, &mut |child| {
-        start_gates(c, spec, name, child, gates, &mut keeper).inspect_err(|_| {
+        start_gates(c, spec, name, child, gates, &mut helpers).inspect_err(|_| {
             let _ = image::command(&c.engine)
                 .args(["kill", name])
                 .stdout(std::process::Stdio::null())
@@ -299,8 +336,10 @@ pub(super) fn run_engine(
                 .status();
         })
     });
+    // Every forward ends with the container: listeners closed, relays shut, the helper gone.
+    drop(helpers.ports.take());
     // The keeper's last word first: a file it could not hide stopped the sandbox.
-    if let Some(stopped) = keeper.and_then(super::keeper::Running::finish) {
+    if let Some(stopped) = helpers.keeper.and_then(super::keeper::Running::finish) {
         watchdog.done();
         return Err(LaunchError::Stopped(stopped));
     }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use airlock_config::NetworkMode;
 
 use super::engine::{Engine, EngineName};
-use super::exec::{EXEC_PATH, KEEPER_READY};
+use super::exec::{EXEC_PATH, GO_PATH};
 use super::init::STATUS_PATH;
 use crate::spec::{Limits, MountOp, SandboxSpec, Upper};
 
@@ -44,9 +44,9 @@ impl SessionFiles {
     pub fn overlay_work(&self, n: usize) -> PathBuf {
         self.dir.join(format!("work-{n}"))
     }
-    /// The FIFO the keeper says it is ready on, bound at [`KEEPER_READY`].
-    pub fn keeper_ready(&self) -> PathBuf {
-        self.dir.join("keeper-ready")
+    /// The FIFO the supervisor says go on, bound at [`GO_PATH`].
+    pub fn go(&self) -> PathBuf {
+        self.dir.join("go")
     }
     /// The FIFO the container's init reports a signal death in (`init.rs`), bound at
     /// [`STATUS_PATH`].
@@ -168,13 +168,6 @@ pub fn unsupported(
              in a project that is not a git repository",
             what.join(", ")
         ));
-    }
-    if !spec.ports.forwards.is_empty() {
-        out.push(
-            "the container backend cannot forward ports yet ([[network.ports]], --publish); use \
-             --backend native, or drop the forwards"
-                .into(),
-        );
     }
     let odd = targets(spec, |op| match op {
         MountOp::Proc { target } => target != Path::new("/proc"),
@@ -410,9 +403,7 @@ pub fn render(
             &mut works,
         );
     }
-    if keeper {
-        r.bind(&plan.files.keeper_ready(), Path::new(KEEPER_READY), false);
-    }
+    r.bind(&plan.files.go(), Path::new(GO_PATH), false);
     r.mount(format!(
         "type=bind,src={},dst={EXEC_PATH},ro=true",
         plan.exe.display()
@@ -434,10 +425,8 @@ pub fn render(
         // The supervisor's listener in the container's network namespace (`egress.rs`).
         r.arg(format!("--egress-port={}", crate::native::EGRESS_PORT));
     }
-    if keeper {
-        // The supervisor's keeper in the container's mount namespace (`keeper.rs`).
-        r.arg("--wait-keeper");
-    }
+    // Until the supervisor's gates run: the listener, the forwards, the keeper (`launch.rs`).
+    r.arg("--wait-go");
     for path in &spec.writable {
         let mut a = OsString::from("--writable=");
         a.push(path.as_os_str());

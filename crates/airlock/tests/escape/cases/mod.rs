@@ -220,6 +220,10 @@ pub const CASES: &[Case] = &[
         run: lifecycle::signal_death_reraised,
     },
     Case {
+        name: "publish-loopback-only",
+        run: network::publish_loopback_only,
+    },
+    Case {
         name: "sigterm-forwarded",
         run: lifecycle::sigterm_forwarded,
     },
