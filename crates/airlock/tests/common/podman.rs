@@ -72,9 +72,20 @@ impl Podman {
         self.dir.path().join("podman.sock")
     }
 
+    /// podman with this engine's settings and a store of its own: the tests of one binary run
+    /// in parallel, and an engine that lists another test's containers (removed a moment later)
+    /// answers the list with a 500.
     fn command(&self) -> Command {
         let mut cmd = Command::new("/usr/bin/podman");
-        cmd.env("CONTAINERS_CONF", self.dir.path().join("containers.conf"));
+        let dir = self.dir.path();
+        cmd.env("CONTAINERS_CONF", dir.join("containers.conf"))
+            .arg("--root")
+            .arg(dir.join("storage"))
+            .arg("--runroot")
+            .arg(dir.join("run"))
+            .arg("--tmpdir")
+            .arg(dir.join("tmp"))
+            .args(["--storage-driver", "vfs"]);
         cmd
     }
 

@@ -4,10 +4,13 @@
 //! ([`image`]), so every file inside comes from the spec's binds, as with native. The engine
 //! makes the namespaces, drops every capability, sets no_new_privs and loads the seccomp profile
 //! airlock generates ([`seccomp`]); airlock's exec wrapper inside ([`exec`]) adds Landlock and
-//! airlock's own filter, then stays as the container's init ([`init`]); the egress proxy's listener is made in the container's network
-//! namespace by the supervisor ([`egress`]). What an engine cannot do (the keeper, overlays,
-//! port forwards) is refused by [`Backend::unsupported`], never left out. A remote engine gets
-//! the project synced, not bound ([`remote`]).
+//! airlock's own filter, then stays as the container's init ([`init`]). The supervisor's helpers
+//! join the running container's namespaces ([`enter`]): the egress proxy's listener in its
+//! network namespace ([`egress`]), the port forwards (native's `PortService`), and the keeper of
+//! hidden files in its mount namespace ([`keeper`]); the wrapper runs the command only after
+//! their go. Overlays are podman's overlay volumes. What an engine cannot do (overlays with
+//! docker, the keeper in another user's containers) is refused by [`Backend::unsupported`],
+//! never left out. A remote engine gets the project synced, not bound ([`remote`]).
 
 mod egress;
 pub mod engine;
