@@ -227,7 +227,9 @@ pub(super) fn init(plan: &ChildPlan, sock: RawFd) -> ! {
         // down (an inotify instance's last close waits out an RCU grace period, ~15 ms).
         send_fd(sock, b'N', k.fd().as_raw_fd(), "the directory watches");
     }
-    report_keeper(keeper.as_mut(), sock);
+    if let Some(k) = keeper.as_mut() {
+        k.report(sock);
+    }
     let slave = plan.tty.as_ref().map(|t| match tty::open(t) {
         Ok((master, slave)) => {
             send_fd(sock, b'T', master.as_raw_fd(), "the terminal");
@@ -289,7 +291,7 @@ pub(super) fn init(plan: &ChildPlan, sock: RawFd) -> ! {
                 // SAFETY: as in die(); leaving init kills every process of the sandbox.
                 unsafe { libc::_exit(SETUP_FAILED) }
             }
-            report_keeper(Some(k), sock);
+            k.report(sock);
         }
         if !signals {
             continue;
@@ -346,19 +348,6 @@ fn map_workload(ours: &OwnedFd, workload: Pid, uid: u32, gid: u32, sock: RawFd) 
         die(sock, &e);
     }
     let _ = nix::unistd::write(ours, b"g");
-}
-
-/// Tells the supervisor where the masks are now (for the next launch) and what to warn about.
-fn report_keeper(keeper: Option<&mut Keeper>, sock: RawFd) {
-    let Some(keeper) = keeper else {
-        return;
-    };
-    if let Some(warning) = keeper.take_warning() {
-        send(sock, b'W', warning.as_bytes());
-    }
-    if let Some(index) = keeper.take_index() {
-        send(sock, b'H', &index);
-    }
 }
 
 fn reap(workload: Pid, sock: RawFd) {

@@ -11,6 +11,7 @@
 pub mod caps;
 pub mod cgroup;
 mod child;
+pub(crate) use child::send;
 mod creds;
 #[cfg(test)]
 mod forked;
@@ -19,7 +20,7 @@ pub mod landlock;
 pub(crate) mod launch;
 mod net;
 mod notify;
-mod report;
+pub(crate) mod report;
 pub(crate) mod rootfs;
 pub mod seccomp;
 pub mod stage;

@@ -8,7 +8,7 @@ use super::sys;
 
 /// What the sandbox reported on the launch socket.
 #[derive(Default)]
-pub(super) struct Report {
+pub(crate) struct Report {
     error: Option<String>,
     stopped: Option<String>,
     outcome: Option<Outcome>,
@@ -37,7 +37,7 @@ const MESSAGE_CAP: usize = super::keeper::INDEX_MESSAGE_CAP + 4096;
 
 impl Report {
     /// A report whose keeper index goes to `index` (the state root's), when the keeper runs.
-    pub(super) fn new(index: Option<&std::path::Path>) -> Report {
+    pub(crate) fn new(index: Option<&std::path::Path>) -> Report {
         Report {
             index: index.map(Into::into),
             ..Report::default()
@@ -45,7 +45,7 @@ impl Report {
     }
 
     /// Reads one message; false once the socket has nothing more to give.
-    pub(super) fn read(&mut self, sock: &OwnedFd) -> bool {
+    pub(crate) fn read(&mut self, sock: &OwnedFd) -> bool {
         let mut buf = std::mem::take(&mut self.buf);
         buf.resize(MESSAGE_CAP, 0);
         let more = self.read_into(sock, &mut buf);
@@ -128,6 +128,16 @@ impl Report {
                 path.display()
             );
         }
+    }
+
+    /// The first `E` message's text (a setup that failed), taken.
+    pub(crate) fn take_error(&mut self) -> Option<String> {
+        self.error.take()
+    }
+
+    /// The `F` message's text (the keeper stopped the sandbox), taken.
+    pub(crate) fn take_stopped(&mut self) -> Option<String> {
+        self.stopped.take()
     }
 
     pub(super) fn outcome(mut self) -> Result<Outcome, LaunchError> {

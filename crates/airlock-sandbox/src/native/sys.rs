@@ -144,6 +144,12 @@ pub fn pivot_root(new_root: &CStr, put_old: &CStr) -> io::Result<()> {
         .map(drop)
 }
 
+/// A pidfd of the process `pid` (readable once it has exited; no pid-reuse race from here on).
+pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open(pid, 0) returns a new descriptor or -1.
+    owned(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) })
+}
+
 /// Sends `signal` through a pidfd (no pid-reuse race).
 pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, signal: i32) -> io::Result<()> {
     // SAFETY: a null siginfo asks the kernel to fill in the usual kill() information.
@@ -157,6 +163,28 @@ pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, signal: i32) -> io::Result<()> {
         )
     })
     .map(drop)
+}
+
+/// Closes every descriptor but `keep` (a duplicate is fine), with raw `close_range` calls on a
+/// stack copy: safe in a forked child, which must hold nothing else of the supervisor's (host
+/// listeners, the terminal, the watchdog's pipe, which must close when airlock dies).
+///
+/// # Safety
+/// Every other descriptor of this process is closed: call it only where nothing else uses one (a
+/// freshly forked, single-threaded child).
+pub unsafe fn close_all_but<const N: usize>(mut keep: [RawFd; N]) {
+    keep.sort_unstable();
+    let mut from: u32 = 0;
+    for fd in keep {
+        let fd = fd as u32;
+        if fd > from {
+            // SAFETY: close_range only closes descriptors.
+            unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0u32) };
+        }
+        from = fd + 1;
+    }
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_close_range, from, u32::MAX, 0u32) };
 }
 
 /// The result of [`clone_process`] in each process.

@@ -273,7 +273,7 @@ unsafe fn helper_main(chan: RawFd, user: RawFd, net: RawFd, last_cap: u32) -> ! 
     // SAFETY (whole body): plain system calls on valid descriptors and stack buffers.
     unsafe {
         // `user` is -1 when the sandbox shares this user namespace: nothing to join there.
-        close_all_but([chan, if user < 0 { chan } else { user }, net]);
+        crate::native::sys::close_all_but([chan, if user < 0 { chan } else { user }, net]);
         if (user >= 0 && libc::setns(user, libc::CLONE_NEWUSER) != 0)
             || libc::setns(net, libc::CLONE_NEWNET) != 0
         {
@@ -346,21 +346,4 @@ unsafe fn send_fd(chan: RawFd, fd: RawFd) {
         std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), fd);
         libc::sendmsg(chan, &msg, libc::MSG_NOSIGNAL);
     }
-}
-
-/// Closes every descriptor but `keep`: the helper holds nothing else of the supervisor's (host
-/// listeners, the terminal, the egress proxy's sockets).
-unsafe fn close_all_but(mut keep: [RawFd; 3]) {
-    keep.sort_unstable();
-    let mut from: u32 = 0;
-    for fd in keep {
-        let fd = fd as u32;
-        if fd > from {
-            // SAFETY: close_range only closes descriptors.
-            unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0u32) };
-        }
-        from = fd + 1;
-    }
-    // SAFETY: as above.
-    unsafe { libc::syscall(libc::SYS_close_range, from, u32::MAX, 0u32) };
 }

@@ -109,17 +109,26 @@ fn a_kept_container_stays_and_a_missing_image_is_named() {
     assert!(!stdout(&out).contains("RAN"));
 }
 
-/// The wrapper the container runs, started on the host under its name: Landlock keeps writes to
-/// its writable paths, airlock's filter refuses namespaces, and the command's status passes.
-#[test]
-fn the_exec_wrapper_confines_writes_and_refuses_namespaces() {
+/// A home and the airlock binary linked under the wrapper's name, to run it on the host; None
+/// (with the reason printed) without Landlock.
+fn wrapper_on_the_host() -> Option<(TestHome, PathBuf)> {
     if airlock_sandbox::native::landlock::abi().is_none() {
         eprintln!("skipped: this kernel has no Landlock");
-        return;
+        return None;
     }
     let h = TestHome::new("home/code/app");
     let wrapper = h.root.join("airlock-container-exec");
     std::os::unix::fs::symlink(common::AIRLOCK, &wrapper).unwrap();
+    Some((h, wrapper))
+}
+
+/// The wrapper the container runs, started on the host under its name: Landlock keeps writes to
+/// its writable paths, airlock's filter refuses namespaces, and the command's status passes.
+#[test]
+fn the_exec_wrapper_confines_writes_and_refuses_namespaces() {
+    let Some((h, wrapper)) = wrapper_on_the_host() else {
+        return;
+    };
     let allowed = h.root.join("allowed");
     std::fs::create_dir_all(&allowed).unwrap();
     let script = format!(
@@ -156,13 +165,9 @@ fn the_exec_wrapper_confines_writes_and_refuses_namespaces() {
 /// exit). Control: the orphan's parent is the wrapper, the workload's own parent.
 #[test]
 fn the_exec_wrapper_reaps_orphans_and_ends_with_128_plus_the_workloads_signal() {
-    if airlock_sandbox::native::landlock::abi().is_none() {
-        eprintln!("skipped: this kernel has no Landlock");
+    let Some((_h, wrapper)) = wrapper_on_the_host() else {
         return;
-    }
-    let h = TestHome::new("home/code/app");
-    let wrapper = h.root.join("airlock-container-exec");
-    std::os::unix::fs::symlink(common::AIRLOCK, &wrapper).unwrap();
+    };
     let script = "o=$( (sleep 0.3 >/dev/null 2>&1 & echo $!) ); sleep 0.1; \
                   echo \"orphan-ppid=$(cut -d' ' -f4 /proc/$o/stat) parent=$PPID\"; sleep 0.6; \
                   test -e /proc/$o && echo LEFT; kill -TERM $$; echo SURVIVED";

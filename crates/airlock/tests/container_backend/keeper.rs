@@ -40,6 +40,15 @@ fn spawn(h: &TestHome, script: &str) -> Child {
     .expect("spawn airlock")
 }
 
+/// A project with `n` directories named `.env` (`d0/.env`, …), each one mask.
+fn with_env_dirs(n: usize) -> TestHome {
+    let h = TestHome::new("home/code/app");
+    for i in 0..n {
+        std::fs::create_dir_all(h.project.join(format!("d{i}/.env"))).unwrap();
+    }
+    h
+}
+
 #[test]
 fn env_files_and_the_sanitised_git_config_stay_so_while_the_host_changes_them() {
     if !podman_runs() {
@@ -104,16 +113,10 @@ fn a_keeper_that_cannot_hide_every_file_at_the_start_keeps_the_command_from_runn
     if !podman_runs() {
         return;
     }
-    let h = TestHome::new("home/code/app");
     // One more directory to hide than a session keeps (`hide::MAX_HIDDEN`, 4096).
-    for n in 0..4097 {
-        std::fs::create_dir_all(h.project.join(format!("d{n}/.env"))).unwrap();
-    }
-    let out = run_with(
-        &h,
-        &[],
-        &["run", "--network", "none", "--", "sh", "-c", ": > ran"],
-    );
+    let h = with_env_dirs(4097);
+    let mark = ["run", "--network", "none", "--", "sh", "-c", ": > ran"];
+    let out = run_with(&h, &[], &mark);
     assert_eq!(out.status.code(), Some(125), "{}", report(&out));
     assert!(
         stderr(&out).contains("more than 4096 paths to hide"),
@@ -123,11 +126,7 @@ fn a_keeper_that_cannot_hide_every_file_at_the_start_keeps_the_command_from_runn
     assert!(!h.project.join("ran").exists(), "the command ran");
     // Control: one fewer and it runs.
     std::fs::remove_dir(h.project.join("d4096/.env")).unwrap();
-    let out = run_with(
-        &h,
-        &[],
-        &["run", "--network", "none", "--", "sh", "-c", ": > ran"],
-    );
+    let out = run_with(&h, &[], &mark);
     assert!(out.status.success(), "{}", report(&out));
     assert!(h.project.join("ran").exists());
 }
@@ -137,10 +136,7 @@ fn a_keeper_that_cannot_hide_a_new_file_stops_the_container() {
     if !podman_runs() {
         return;
     }
-    let h = TestHome::new("home/code/app");
-    for n in 0..4096 {
-        std::fs::create_dir_all(h.project.join(format!("d{n}/.env"))).unwrap();
-    }
+    let h = with_env_dirs(4096);
     let script = ": > ready; while [ ! -e go ]; do sleep 0.05; done; sleep 5; : > survived";
     let child = spawn(&h, script);
     wait_for(&h.project.join("ready"));

@@ -221,13 +221,6 @@ fn die(code: i32, message: &str) -> ! {
 pub(super) struct Status(File);
 
 impl Status {
-    /// Makes the FIFO at `path` (in the session's host-only directory; 0600: the container's
-    /// user is the owner).
-    pub(super) fn create(path: &Path) -> std::io::Result<()> {
-        nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600))
-            .map_err(std::io::Error::from)
-    }
-
     /// Opens the FIFO at `path` for reading, never blocking and never through a link.
     pub(super) fn open(path: &Path) -> std::io::Result<Status> {
         let file = std::fs::OpenOptions::new()
@@ -358,7 +351,7 @@ mod tests {
     fn the_supervisor_reads_the_fifo_without_blocking_and_at_most_the_cap() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("status");
-        Status::create(&path).unwrap();
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         // Nothing written, and no writer: an exit, at once.
         assert_eq!(Status::open(&path).unwrap().outcome(3), Outcome::Exited(3));
         let status = Status::open(&path).unwrap();

@@ -11,21 +11,22 @@
 //! Order, failing closed: the exec wrapper waits for the supervisor's go
 //! ([`GO_PATH`](super::exec::GO_PATH)) before it runs the command, and [`start`] returns only
 //! after the helper's first pass; a helper that cannot start fails the launch (the container is
-//! killed, no go said), and one that cannot keep a rule later kills the container. It reports on a socket pair, as native's init does: `R` ready, `E` could not
-//! start, `F` stopped the sandbox, `W` a warning, `H` the index of hidden files.
+//! killed, no go said), and one that cannot keep a rule later kills the container. It reports
+//! on a socket pair as native's init does, and native's [`Report`] reads it: `R` ready, `E`
+//! could not start, `F` stopped the sandbox, `W` a warning, `H` the index of hidden files.
 
-use std::io::IoSlice;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, socketpair};
+use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 
 use crate::hide::HideSpec;
-use crate::native::keeper::{INDEX_MESSAGE_CAP, Keeper};
-use crate::native::sys;
+use crate::native::keeper::Keeper;
+use crate::native::report::Report;
+use crate::native::{send, sys};
 
 /// How long the helper may take to end once the container has.
 const END_WAIT: Duration = Duration::from_secs(2);
@@ -62,27 +63,26 @@ pub(super) fn start(pid: libc::pid_t, hide: &HideSpec) -> Result<Running, String
         }
         nix::unistd::ForkResult::Parent { child } => {
             drop(theirs);
-            let mut buf = vec![0u8; INDEX_MESSAGE_CAP + 4096];
-            let first = receive(&ours, &mut buf);
-            match first {
-                Some(b'R') => {}
-                Some(b'E') => {
-                    let _ = nix::sys::wait::waitpid(child, None);
-                    return Err(text(&buf));
-                }
-                _ => {
-                    let _ = nix::sys::wait::waitpid(child, None);
-                    return Err("the keeper ended before it hid the project's files".into());
-                }
+            // Native's report reader: `E` and `F` kept, `W` printed, `H` written to the index.
+            let mut report = Report::new(Some(&hide.index));
+            // The first word is `R` (ready), `E` (why not), or nothing (the helper died).
+            let said = wait_readable(&ours) && report.read(&ours);
+            if let Some(error) = report.take_error() {
+                let _ = nix::sys::wait::waitpid(child, None);
+                return Err(error);
+            }
+            if !said {
+                let _ = nix::sys::wait::waitpid(child, None);
+                return Err("the keeper ended before it hid the project's files".into());
             }
             let sock = std::sync::Arc::new(ours);
             let (tx, stopped) = mpsc::channel();
             let reader = sock.clone();
-            let index = hide.index.clone();
             std::thread::Builder::new()
                 .name("keeper".into())
                 .spawn(move || {
-                    let _ = tx.send(read_reports(&reader, &index, &mut buf));
+                    while wait_readable(&reader) && report.read(&reader) {}
+                    let _ = tx.send(report.take_stopped());
                 })
                 .map_err(|e| format!("cannot start the keeper's reader: {e}"))?;
             Ok(Running {
@@ -90,6 +90,18 @@ pub(super) fn start(pid: libc::pid_t, hide: &HideSpec) -> Result<Running, String
                 pid: child,
                 stopped,
             })
+        }
+    }
+}
+
+/// Blocks until `sock` has a message, or its peer is gone (then a read says so).
+fn wait_readable(sock: &OwnedFd) -> bool {
+    loop {
+        let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => return true,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return false,
         }
     }
 }
@@ -114,68 +126,6 @@ impl Running {
     }
 }
 
-/// The reports after `R`, until the helper's socket closes: warnings printed, the index written.
-fn read_reports(sock: &OwnedFd, index: &Path, buf: &mut [u8]) -> Option<String> {
-    let mut stopped = None;
-    let mut index_failed = false;
-    while let Some(kind) = receive(sock, buf) {
-        match kind {
-            b'F' => stopped = Some(text(buf)),
-            b'W' => eprintln!("airlock: warning: {}", text(buf)),
-            b'H' => {
-                let body = &buf[1..message_len(buf)];
-                if let Err(e) = crate::hide::write_index(index, body)
-                    && !std::mem::replace(&mut index_failed, true)
-                {
-                    eprintln!(
-                        "airlock: warning: cannot record the hidden files in {}: {e}; the next \
-                         launch finds them again by walking the project",
-                        index.display()
-                    );
-                }
-            }
-            _ => {}
-        }
-    }
-    stopped
-}
-
-/// One message into `buf` (its length stored after it, see [`message_len`]); its kind, or None
-/// once the socket is closed.
-fn receive(sock: &OwnedFd, buf: &mut [u8]) -> Option<u8> {
-    let cap = buf.len() - std::mem::size_of::<usize>();
-    loop {
-        match nix::sys::socket::recv(sock.as_raw_fd(), &mut buf[..cap], MsgFlags::empty()) {
-            Ok(0) => return None,
-            Ok(n) => {
-                buf[cap..].copy_from_slice(&n.to_ne_bytes());
-                return Some(buf[0]);
-            }
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return None,
-        }
-    }
-}
-
-fn message_len(buf: &[u8]) -> usize {
-    let cap = buf.len() - std::mem::size_of::<usize>();
-    let mut n = [0u8; std::mem::size_of::<usize>()];
-    n.copy_from_slice(&buf[cap..]);
-    usize::from_ne_bytes(n).min(cap)
-}
-
-/// The text of the message in `buf`, for the host's terminal: it can name paths the workload
-/// chose, so control characters are escaped.
-fn text(buf: &[u8]) -> String {
-    airlock_config::printable(&String::from_utf8_lossy(&buf[1..message_len(buf)]))
-}
-
-fn send(sock: RawFd, kind: u8, body: &[u8]) -> bool {
-    let head = [kind];
-    let iov = [IoSlice::new(&head), IoSlice::new(body)];
-    nix::sys::socket::sendmsg::<()>(sock, &iov, &[], MsgFlags::empty(), None).is_ok()
-}
-
 /// The helper, in the forked child; returns its exit code.
 fn helper(sock: OwnedFd, parent: nix::unistd::Pid, pid: libc::pid_t, hide: &HideSpec) -> i32 {
     let fail = |why: String| {
@@ -197,7 +147,7 @@ fn helper(sock: OwnedFd, parent: nix::unistd::Pid, pid: libc::pid_t, hide: &Hide
     }
     // Opened on the host before any namespace is joined: the container's first process (no pid
     // reuse from here on).
-    let container = match pidfd_open(pid) {
+    let container = match sys::pidfd_open(pid) {
         Ok(fd) => fd,
         Err(e) => return fail(format!("cannot watch the container's process {pid}: {e}")),
     };
@@ -206,7 +156,8 @@ fn helper(sock: OwnedFd, parent: nix::unistd::Pid, pid: libc::pid_t, hide: &Hide
         Ok(f) => f,
         Err(e) => return fail(format!("cannot open /proc: {e}")),
     };
-    close_others(&[sock.as_raw_fd(), container.as_raw_fd(), proc.as_raw_fd()]);
+    // SAFETY: this child is single-threaded and uses no other descriptor; stderr stays.
+    unsafe { sys::close_all_but([sock.as_raw_fd(), container.as_raw_fd(), proc.as_raw_fd(), 2]) };
     if let Err(e) = super::enter::join(
         pid,
         "mnt",
@@ -239,10 +190,8 @@ fn helper(sock: OwnedFd, parent: nix::unistd::Pid, pid: libc::pid_t, hide: &Hide
         Ok(k) => k,
         Err(e) => return fail(e.0),
     };
-    if !send(sock.as_raw_fd(), b'R', b"") {
-        return 1;
-    }
-    report(&mut keeper, &sock);
+    send(sock.as_raw_fd(), b'R', b"");
+    keeper.report(sock.as_raw_fd());
     loop {
         let (events, done) = {
             let mut fds = [
@@ -268,28 +217,9 @@ fn helper(sock: OwnedFd, parent: nix::unistd::Pid, pid: libc::pid_t, hide: &Hide
                 send(sock.as_raw_fd(), b'F', e.0.as_bytes());
                 return 1;
             }
-            report(&mut keeper, &sock);
+            keeper.report(sock.as_raw_fd());
         }
     }
-}
-
-fn report(keeper: &mut Keeper, sock: &OwnedFd) {
-    if let Some(warning) = keeper.take_warning() {
-        send(sock.as_raw_fd(), b'W', warning.as_bytes());
-    }
-    if let Some(index) = keeper.take_index() {
-        send(sock.as_raw_fd(), b'H', &index);
-    }
-}
-
-fn pidfd_open(pid: libc::pid_t) -> std::io::Result<OwnedFd> {
-    // SAFETY: pidfd_open(pid, 0) returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned it; nobody else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// Whether two paths name one file (device and inode).
@@ -305,26 +235,4 @@ fn same_file(a: &str, b: &str) -> bool {
 fn exited(pidfd: &OwnedFd) -> bool {
     let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
     poll(&mut fds, PollTimeout::ZERO).is_ok_and(|n| n > 0)
-}
-
-/// Closes every descriptor from 3 up but `keep` (the supervisor's sockets, pipes and files
-/// stay the supervisor's: the watchdog's pipe, above all, must close when airlock dies).
-fn close_others(keep: &[RawFd]) {
-    let mut keep: Vec<RawFd> = keep.iter().copied().filter(|&fd| fd >= 3).collect();
-    keep.sort_unstable();
-    let mut from: RawFd = 3;
-    for fd in keep.into_iter().chain(std::iter::once(RawFd::MAX)) {
-        if fd > from {
-            // SAFETY: closing descriptors this single-threaded child does not use.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_close_range,
-                    from as libc::c_uint,
-                    (fd - 1) as libc::c_uint,
-                    0,
-                )
-            };
-        }
-        from = fd.saturating_add(1);
-    }
 }

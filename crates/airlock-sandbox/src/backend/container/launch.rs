@@ -52,7 +52,7 @@ pub(super) fn run(
     .map_err(LaunchError::Setup)?;
     let files = session_files(spec);
     write_files(spec, &files)
-        .and_then(|()| go_fifo(spec, &files))
+        .and_then(|()| fifo(spec, &files.go()))
         .map_err(|e| LaunchError::Setup(format!("cannot write {}: {e}", files.dir.display())))?;
     let name = container_name(spec);
     let plan = c.plan(spec, &image, &files, &name);
@@ -211,7 +211,7 @@ fn start_gates(
         gates.started().map_err(LaunchError::Setup)?;
         return if local { say_go(spec, helpers) } else { Ok(()) };
     }
-    let Some(pid) = super::egress::container_pid(c, name, engine).map_err(LaunchError::Setup)?
+    let Some(pid) = super::enter::container_pid(c, name, engine).map_err(LaunchError::Setup)?
     else {
         // The engine ended before the container ran: its status says why.
         return Ok(());
@@ -267,7 +267,7 @@ pub(super) fn write_files(spec: &SandboxSpec, files: &SessionFiles) -> std::io::
     }
     create(&files.env(), 0o600)?.write_all(env.as_bytes())?;
     create(&files.empty(), 0o444)?;
-    super::init::Status::create(&files.status())?;
+    fifo(spec, &files.status())?;
     let copies = spec.mounts.iter().filter_map(|op| match op {
         MountOp::CopyFile { source, .. } => Some(source),
         _ => None,
@@ -293,13 +293,13 @@ pub(super) fn write_files(spec: &SandboxSpec, files: &SessionFiles) -> std::io::
     Ok(())
 }
 
-/// The FIFO the supervisor says go on (`start_gates`), which the wrapper waits on.
-fn go_fifo(spec: &SandboxSpec, files: &SessionFiles) -> std::io::Result<()> {
-    let fifo = files.go();
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))?;
+/// A session FIFO the wrapper opens (the go, the init's status), 0600 in the host-only session
+/// directory, owned by the container's user.
+fn fifo(spec: &SandboxSpec, path: &Path) -> std::io::Result<()> {
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600))?;
     // The wrapper runs as the spec's user (the same as ours, unless root launches for another).
     if nix::unistd::geteuid().is_root() && spec.uid != 0 {
-        std::os::unix::fs::chown(&fifo, Some(spec.uid), Some(spec.gid))?;
+        std::os::unix::fs::chown(path, Some(spec.uid), Some(spec.gid))?;
     }
     Ok(())
 }

@@ -399,6 +399,17 @@ impl Keeper {
         }
     }
 
+    /// Tells the supervisor on `sock` where the masks are now (for the next launch) and what to
+    /// warn about: `W` and `H` messages, when there is news.
+    pub fn report(&mut self, sock: std::os::fd::RawFd) {
+        if let Some(warning) = self.take_warning() {
+            super::child::send(sock, b'W', warning.as_bytes());
+        }
+        if let Some(index) = self.take_index() {
+            super::child::send(sock, b'H', &index);
+        }
+    }
+
     /// A warning for the supervisor, once.
     pub fn take_warning(&mut self) -> Option<String> {
         self.warning.take()
