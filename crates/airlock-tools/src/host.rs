@@ -2,7 +2,7 @@
 //! under them. Tests point it at a fixture home and a fixture `PATH`.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -19,6 +19,10 @@ pub struct HostView {
     /// `PATH` lookups already made: one launch detects each tool several times (plan, shell init),
     /// and every miss costs one `stat` per `PATH` entry.
     found: RefCell<BTreeMap<String, Option<PathBuf>>>,
+    /// [`HostView::state`]s already read: each tool's config dirs are looked at by the plan, the
+    /// mounts and the shell init of one launch, up to four times each, two `stat`s and an open
+    /// per look.
+    states: RefCell<BTreeMap<PathBuf, PathState>>,
 }
 
 impl PartialEq for HostView {
@@ -102,6 +106,7 @@ impl HostView {
             home,
             env,
             found: RefCell::default(),
+            states: RefCell::default(),
         }
     }
 
@@ -163,8 +168,10 @@ impl HostView {
 
     fn search_path(&self, name: &str) -> Option<PathBuf> {
         let path = self.var("PATH")?;
+        let mut seen = BTreeSet::new();
+        // A directory listed twice (a profile that prepends `~/.cargo/bin` again) is searched once.
         path.split(':')
-            .filter(|dir| !dir.is_empty())
+            .filter(|dir| !dir.is_empty() && seen.insert(*dir))
             .map(|dir| Path::new(dir).join(name))
             .find(|candidate| {
                 fs::metadata(candidate)
@@ -227,6 +234,22 @@ impl HostView {
     /// What is at `path`, symlinks followed; a dangling symlink and an unreadable path are told apart
     /// from a missing one, so `check` can report them and `plan` can skip them with a warning.
     pub fn state(&self, path: &Path) -> PathState {
+        if let Some(state) = self.states.borrow().get(path) {
+            return *state;
+        }
+        let state = Self::read_state(path);
+        self.states.borrow_mut().insert(path.to_owned(), state);
+        state
+    }
+
+    /// Creates the directory `path` on the host, so later [`HostView::state`]s see it.
+    pub fn create_dir(&self, path: &Path) -> std::io::Result<()> {
+        self.states.borrow_mut().remove(path);
+        fs::create_dir(path)
+    }
+
+    /// What is at `path`, read from the file system (the uncached [`HostView::state`]).
+    fn read_state(path: &Path) -> PathState {
         let Ok(link) = fs::symlink_metadata(path) else {
             return PathState::Missing;
         };

@@ -2,7 +2,9 @@
 //!
 //! The values come from the host's own git (`git config --global --includes --null --list`, run in
 //! the project so `includeIf "gitdir:..."` conditions match as they do for the developer): git's
-//! parser and include rules are the reference, so airlock does not reimplement them.
+//! parser and include rules are the reference. A plain global config (no include, nothing its
+//! reader does not take exactly) is read without starting git ([`super::plain_config`]), which is
+//! checked against the real git in its tests.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -30,6 +32,9 @@ pub fn host_global_config(
     git: &Path,
     project: &Path,
 ) -> Result<BTreeMap<String, String>, String> {
+    if let Some(values) = super::plain_config::read(host) {
+        return Ok(values);
+    }
     let mut cmd = Command::new(git);
     // `-C project`: includeIf "gitdir:" matches the project's repository, whose config the
     // sandbox never writes (read-only or a layer); the process itself starts in `/`.

@@ -20,6 +20,7 @@ pub mod hint;
 pub mod identity;
 pub mod layer;
 pub mod linked;
+mod plain_config;
 pub mod quarantine;
 pub mod sanitize;
 pub mod session;

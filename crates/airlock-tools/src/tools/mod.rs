@@ -111,7 +111,7 @@ pub(crate) fn home(host: &HostView, rel: &str, category: Category) -> MountDecl 
 pub(crate) fn ensure_sessions_dir(host: &HostView, dir: &std::path::Path) -> bool {
     host.state(dir) == crate::host::PathState::Dir
         && host.state(&dir.join("sessions")) == crate::host::PathState::Missing
-        && std::fs::create_dir(dir.join("sessions")).is_ok()
+        && host.create_dir(&dir.join("sessions")).is_ok()
 }
 
 /// A tool directory overridable by an environment variable (CODEX_HOME, CLAUDE_CONFIG_DIR, ...):

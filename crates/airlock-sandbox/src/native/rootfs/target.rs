@@ -24,52 +24,40 @@ pub(super) fn mount_point(
     if is_dir {
         return open_or_mkdir(parent.as_fd(), &name_c).map_err(symlink_aware(target));
     }
-    let flags = libc::O_PATH | libc::O_NOFOLLOW;
-    match sys::openat2(
+    // The new root is airlock's own tmpfs, so a file target is nearly always missing: it is
+    // created first. `O_EXCL` never follows or reuses an existing name (a symlink included): that
+    // fails with EEXIST and takes the checked open below. The created file's descriptor is the
+    // mount point itself, so no second open is needed.
+    // SAFETY: valid fd and C string; the result is owned at once.
+    let created = unsafe {
+        libc::openat(
+            parent.as_raw_fd(),
+            name_c.as_ptr(),
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o644,
+        )
+    };
+    if created >= 0 {
+        // SAFETY: freshly opened, owned from here.
+        return Ok(unsafe { OwnedFd::from_raw_fd(created) });
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() != Some(libc::EEXIST) {
+        return Err(fail("cannot create mount point", target)(err));
+    }
+    let fd = sys::openat2(
         parent.as_fd(),
         &name_c,
-        flags,
+        libc::O_PATH | libc::O_NOFOLLOW,
         sys::RESOLVE_NO_SYMLINKS | sys::RESOLVE_BENEATH,
-    ) {
-        Ok(fd) => {
-            let st = nix::sys::stat::fstat(fd.as_raw_fd())
-                .map_err(|e| fail("cannot stat mount target", target)(e.into()))?;
-            if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
-                return Err(symlink_refused(target));
-            }
-            Ok(fd)
-        }
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-            // SAFETY: valid fd and C string; the created file is closed right away.
-            let fd = unsafe {
-                libc::openat(
-                    parent.as_raw_fd(),
-                    name_c.as_ptr(),
-                    libc::O_CREAT
-                        | libc::O_EXCL
-                        | libc::O_WRONLY
-                        | libc::O_NOFOLLOW
-                        | libc::O_CLOEXEC,
-                    0o644,
-                )
-            };
-            if fd < 0 {
-                return Err(fail("cannot create mount point", target)(
-                    io::Error::last_os_error(),
-                ));
-            }
-            // SAFETY: freshly opened, closed here.
-            drop(unsafe { OwnedFd::from_raw_fd(fd) });
-            sys::openat2(
-                parent.as_fd(),
-                &name_c,
-                flags,
-                sys::RESOLVE_NO_SYMLINKS | sys::RESOLVE_BENEATH,
-            )
-            .map_err(fail("cannot open mount point", target))
-        }
-        Err(e) => Err(symlink_aware(target)(e)),
+    )
+    .map_err(symlink_aware(target))?;
+    let st = nix::sys::stat::fstat(fd.as_raw_fd())
+        .map_err(|e| fail("cannot stat mount target", target)(e.into()))?;
+    if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+        return Err(symlink_refused(target));
     }
+    Ok(fd)
 }
 
 /// The directory holding `target`'s last component (created as needed) and that component's name.
@@ -94,6 +82,26 @@ pub(super) fn parent_dir<'a>(
             io::Error::from_raw_os_error(libc::EINVAL),
         ));
     };
+    // Most parents exist already (`/etc`, the home): one resolution of the whole path, with the
+    // same rule as the walk below (no symlink in any component, nothing above the root), instead
+    // of one `openat2` and one `close` per component. Only a missing directory takes the walk.
+    let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW;
+    let resolve = sys::RESOLVE_NO_SYMLINKS | sys::RESOLVE_BENEATH;
+    let parent_path = names
+        .iter()
+        .fold(std::ffi::OsString::from("."), |mut path, name| {
+            path.push("/");
+            path.push(name);
+            path
+        });
+    let parent_c = CString::new(parent_path.as_bytes()).map_err(|_| {
+        fail("invalid mount target", target)(io::Error::from_raw_os_error(libc::EINVAL))
+    })?;
+    match sys::openat2(root, &parent_c, flags, resolve) {
+        Ok(dir) => return Ok((dir, last)),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+        Err(e) => return Err(symlink_aware(target)(e)),
+    }
     let mut dir = sys::openat2(root, c".", libc::O_PATH | libc::O_DIRECTORY, 0)
         .map_err(fail("cannot open the new root for", target))?;
     for name in names {
