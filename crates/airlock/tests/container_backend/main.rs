@@ -187,6 +187,25 @@ fn the_exit_status_and_only_the_specs_environment_pass_through() {
     );
 }
 
+/// The go socket names the container's first process to the supervisor by its one connection:
+/// once the command runs, the listener is closed, so nothing inside can be taken for the
+/// wrapper (the control: the socket is still bound there, and refuses).
+#[test]
+fn the_go_socket_answers_no_one_once_the_command_runs() {
+    if !podman_runs() {
+        return;
+    }
+    let h = TestHome::new("home/code/app");
+    let probe = "test -S /run/airlock/go && echo bound; python3 -c '\
+import socket\n\
+s = socket.socket(socket.AF_UNIX)\n\
+try:\n    s.connect(\"/run/airlock/go\"); print(\"connected\")\n\
+except ConnectionRefusedError: print(\"refused\")\n'";
+    let out = launch(&h, &[], probe);
+    assert!(out.status.success(), "{}", report(&out));
+    assert_eq!(stdout(&out).trim(), "bound\nrefused", "{}", report(&out));
+}
+
 fn glob(root: &Path, name: &str) -> Vec<PathBuf> {
     std::fs::read_dir(root)
         .into_iter()

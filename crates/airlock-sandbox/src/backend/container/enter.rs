@@ -1,56 +1,14 @@
 //! Entering a running container's namespaces from the host, as the supervisor's forked helpers
-//! do (the egress listener in its network namespace, the keeper in its mount namespace), and
-//! finding the container's first process to enter them by. Only a
-//! single-threaded process may join a user namespace: each helper is a fork of its own.
+//! do (the egress listener in its network namespace, the keeper in its mount namespace), by the
+//! host pid of its first process (the go socket names it, `go.rs`). Only a single-threaded
+//! process may join a user namespace: each helper is a fork of its own.
 
 use std::time::{Duration, Instant};
 
 use nix::sched::CloneFlags;
 
-use super::Container;
-use super::engine::EngineName;
-use super::image;
-
-/// How long the engine may take to start the container before the launch fails.
-const START_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// How long a namespace file may refuse us while the runtime's init still runs (see [`open`]).
 const NS_WAIT: Duration = Duration::from_secs(5);
-
-/// The host pid of the container's first process, once the engine says it runs; `None` when
-/// the engine ended first.
-pub(super) fn container_pid(
-    c: &Container,
-    name: &str,
-    engine: &mut std::process::Child,
-) -> Result<Option<libc::pid_t>, String> {
-    let deadline = Instant::now() + START_TIMEOUT;
-    loop {
-        if engine.try_wait().map_err(|e| e.to_string())?.is_some() {
-            return Ok(None);
-        }
-        let mut cmd = image::command(&c.engine);
-        cmd.args(["inspect", "--format", "{{.State.Pid}}"]);
-        if c.engine.name == EngineName::Podman {
-            cmd.args(["--type", "container"]);
-        }
-        let out = cmd.arg(name).output().map_err(|e| e.to_string())?;
-        let pid = String::from_utf8_lossy(&out.stdout)
-            .trim()
-            .parse()
-            .unwrap_or(0);
-        if out.status.success() && pid > 0 {
-            return Ok(Some(pid));
-        }
-        if Instant::now() > deadline {
-            return Err(format!(
-                "the engine did not start the container {name} within {} s",
-                START_TIMEOUT.as_secs()
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// Opens `/proc/<pid>/ns/<kind>`.
 ///

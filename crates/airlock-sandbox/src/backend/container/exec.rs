@@ -17,8 +17,9 @@ use crate::spec::SeccompPolicy;
 pub const EXEC_NAME: &str = "airlock-container-exec";
 /// Where the airlock binary is bound in the container.
 pub const EXEC_PATH: &str = "/run/airlock/airlock-container-exec";
-/// Where the supervisor's go FIFO is bound: it writes `G` there once the container's gates run
-/// (the egress listener, the port forwards, the keeper with every rule applied; `launch.rs`).
+/// Where the supervisor's go socket is bound: the wrapper connects first thing, and the
+/// supervisor writes `G` on the connection once the container's gates run (the egress listener,
+/// the port forwards, the keeper with every rule applied; `go.rs`, `launch.rs`).
 pub const GO_PATH: &str = "/run/airlock/go";
 
 /// What the wrapper was told on its command line.
@@ -27,7 +28,7 @@ pub struct ExecArgs {
     pub policy: SeccompPolicy,
     /// Wait until `127.0.0.1:PORT` accepts (the supervisor's egress listener) before the command.
     pub egress_port: Option<u16>,
-    /// Wait for the supervisor's `G` on [`GO_PATH`] before the command.
+    /// Connect to [`GO_PATH`] and wait for the supervisor's `G` there before the command.
     pub wait_go: bool,
     pub writable: Vec<PathBuf>,
     pub argv: Vec<OsString>,
@@ -76,11 +77,13 @@ pub fn main() -> ! {
         Ok(args) => args,
         Err(e) => die(125, &format!("{EXEC_NAME}: {e}")),
     };
-    if let Some(port) = args.egress_port {
-        wait_for_proxy(port);
-    }
+    // The go first: the connection is how the supervisor learns which process to start the
+    // egress listener beside.
     if args.wait_go {
         wait_for_go();
+    }
+    if let Some(port) = args.egress_port {
+        wait_for_proxy(port);
     }
     // Before Landlock, which would refuse it: the init's end of the supervisor's status FIFO.
     let status = super::init::Channel::open();
@@ -145,15 +148,12 @@ fn wait_for_proxy(port: u16) {
     }
 }
 
-/// Waits until the supervisor has started the container's gates (it writes `G` on the FIFO, as
-/// native's supervisor sends "G" to init); when it could not, it ends without a word (or kills
-/// the container) and the command does not run. Opening blocks until the supervisor has the FIFO
-/// open; no deadline, since a supervisor that fails kills the container.
+/// Waits until the supervisor has started the container's gates (it writes `G` on the go
+/// socket, as native's supervisor sends "G" to init); when it could not, it closes the
+/// connection without a word (or kills the container) and the command does not run. No
+/// deadline, since a supervisor that fails kills the container.
 fn wait_for_go() {
-    use std::io::Read as _;
-    let mut byte = [0u8; 1];
-    let said = std::fs::File::open(GO_PATH).and_then(|mut f| f.read_exact(&mut byte));
-    if said.is_err() || byte != *b"G" {
+    if super::go::wait(std::path::Path::new(GO_PATH)).is_err() {
         die(
             125,
             "airlock: the supervisor did not start this container's gates (the egress proxy, the \

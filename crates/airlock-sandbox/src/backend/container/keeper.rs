@@ -8,8 +8,8 @@
 //! every capability the workload dropped, hides what the rules name, then watches the project.
 //! It lives in the host's pid namespace, so nothing in the container can see, signal or trace it.
 //!
-//! Order, failing closed: the exec wrapper waits for the supervisor's go
-//! ([`GO_PATH`](super::exec::GO_PATH)) before it runs the command, and [`start`] returns only
+//! Order, failing closed: the exec wrapper waits for the supervisor's go on the go socket
+//! ([`GO_PATH`](super::exec::GO_PATH), `go.rs`) before it runs the command, and [`start`] returns only
 //! after the helper's first pass; a helper that cannot start fails the launch (the container is
 //! killed, no go said), and one that cannot keep a rule later kills the container. It reports
 //! on a socket pair as native's init does, and native's [`Report`] reads it: `R` ready, `E`

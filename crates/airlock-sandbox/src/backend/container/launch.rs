@@ -6,6 +6,7 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 
+use super::go::GoSocket;
 use super::render::{self, SessionFiles};
 use super::{Container, image};
 use crate::backend::{Backend, foreground};
@@ -51,14 +52,14 @@ pub(super) fn run(
     )
     .map_err(LaunchError::Setup)?;
     let files = session_files(spec);
-    write_files(spec, &files)
-        .and_then(|()| fifo(spec, &files.go()))
+    let go = write_files(spec, &files)
+        .and_then(|()| GoSocket::bind(spec, &files.go()))
         .map_err(|e| LaunchError::Setup(format!("cannot write {}: {e}", files.dir.display())))?;
     let name = container_name(spec);
     let plan = c.plan(spec, &image, &files, &name);
     let result = render::render(spec, &plan, &c.sockets)
         .map_err(LaunchError::Plan)
-        .and_then(|args| run_engine(c, spec, &name, &args, gates));
+        .and_then(|args| run_engine(c, spec, &name, &args, Some(go), gates));
     if c.settings.keep {
         eprintln!(
             "airlock: kept the container {name} ({} rm {name} removes it; its files are in {})",
@@ -164,59 +165,30 @@ struct Helpers {
     keeper: Option<super::keeper::Running>,
     /// The forwards and the control socket (`airlock forward`, `airlock sessions`), as native's.
     ports: Option<crate::ports::PortService>,
-    /// The go FIFO, held open for the session so the `G` in it waits for the wrapper.
-    go: Option<std::fs::File>,
 }
 
-/// Says go to the container's wrapper (a local engine's: the remote one has no FIFO).
-fn say_go(spec: &SandboxSpec, helpers: &mut Helpers) -> Result<(), LaunchError> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let path = session_files(spec).go();
-    // O_RDWR: the open never blocks, and the byte stays in the FIFO until the wrapper reads it.
-    let mut fifo = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&path)
-        .and_then(|mut f| f.write_all(b"G").map(|()| f))
-        .map_err(|e| LaunchError::Setup(format!("cannot write {}: {e}", path.display())))?;
-    let _ = fifo.flush();
-    helpers.go = Some(fifo);
-    Ok(())
-}
-
-/// In proxy mode, the egress listener in the container's network namespace, served by the
+/// Once the wrapper of a local container has connected to the go socket (which names its host
+/// pid): in proxy mode, the egress listener in the container's network namespace, served by the
 /// gates; the port forwards and the control socket, through native's helper in that namespace;
 /// with files to hide or hold, the keeper in its mount namespace; then the gates' threads (the
 /// helpers are forked before they start); then go for the wrapper, which runs the command only
-/// after it (a local engine's; a remote one has none of these).
+/// after it. A remote engine's container has none of these (`go` is `None`).
 fn start_gates(
-    c: &Container,
     spec: &SandboxSpec,
-    name: &str,
+    go: Option<GoSocket>,
     engine: &mut std::process::Child,
     gates: &mut dyn Gates,
     helpers: &mut Helpers,
 ) -> Result<(), LaunchError> {
-    let proxy = spec.network == airlock_config::NetworkMode::Proxy;
-    // A remote engine's container has a copy of the project, hidden files left out (`remote/`).
-    let local = !matches!(c.engine.endpoint, super::engine::Endpoint::Remote(_));
-    let hide = spec
-        .hide
-        .as_ref()
-        .filter(|_| local && render::needs_keeper(spec));
-    let ports = local && (!spec.ports.forwards.is_empty() || spec.ports.control_dir.is_some());
-    if !proxy && hide.is_none() && !ports {
-        gates.started().map_err(LaunchError::Setup)?;
-        return if local { say_go(spec, helpers) } else { Ok(()) };
-    }
-    let Some(pid) = super::enter::container_pid(c, name, engine).map_err(LaunchError::Setup)?
-    else {
+    let Some(go) = go else {
+        return gates.started().map_err(LaunchError::Setup);
+    };
+    let Some(wrapper) = go.accept(engine).map_err(LaunchError::Setup)? else {
         // The engine ended before the container ran: its status says why.
         return Ok(());
     };
-    let listener = if proxy {
+    let pid = wrapper.pid;
+    let listener = if spec.network == airlock_config::NetworkMode::Proxy {
         Some(
             super::egress::listener_in(pid, crate::native::EGRESS_PORT)
                 .map_err(LaunchError::Setup)?,
@@ -224,7 +196,7 @@ fn start_gates(
     } else {
         None
     };
-    if ports {
+    if !spec.ports.forwards.is_empty() || spec.ports.control_dir.is_some() {
         // The namespace files refuse us while the runtime's init still runs (`enter.rs`).
         super::enter::wait_until_open(pid, "net").map_err(LaunchError::Setup)?;
         let service = crate::ports::PortService::start(spec, pid).map_err(LaunchError::Setup)?;
@@ -233,14 +205,14 @@ fn start_gates(
         }
         helpers.ports = Some(service);
     }
-    if let Some(hide) = hide {
+    if let Some(hide) = spec.hide.as_ref().filter(|_| render::needs_keeper(spec)) {
         helpers.keeper = Some(super::keeper::start(pid, hide).map_err(LaunchError::Setup)?);
     }
     gates.started().map_err(LaunchError::Setup)?;
     if let Some(listener) = listener {
         gates.serve_egress(listener).map_err(LaunchError::Setup)?;
     }
-    if local { say_go(spec, helpers) } else { Ok(()) }
+    wrapper.go().map_err(LaunchError::Setup)
 }
 
 pub(super) fn write_files(spec: &SandboxSpec, files: &SessionFiles) -> std::io::Result<()> {
@@ -293,8 +265,8 @@ pub(super) fn write_files(spec: &SandboxSpec, files: &SessionFiles) -> std::io::
     Ok(())
 }
 
-/// A session FIFO the wrapper opens (the go, the init's status), 0600 in the host-only session
-/// directory, owned by the container's user.
+/// The init's status FIFO, 0600 in the host-only session directory, owned by the container's
+/// user.
 fn fifo(spec: &SandboxSpec, path: &Path) -> std::io::Result<()> {
     nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600))?;
     // The wrapper runs as the spec's user (the same as ours, unless root launches for another).
@@ -312,6 +284,7 @@ pub(super) fn run_engine(
     spec: &SandboxSpec,
     name: &str,
     args: &[std::ffi::OsString],
+    go: Option<GoSocket>,
     gates: &mut dyn Gates,
 ) -> Result<Outcome, LaunchError> {
     // `args` starts with the socket options already (render puts them there).
@@ -327,8 +300,9 @@ pub(super) fn run_engine(
     kill.args(["kill", name]);
     let watchdog = super::watchdog::Watchdog::start(kill).map_err(LaunchError::Setup)?;
     let mut helpers = Helpers::default();
+    let mut go = go;
     let status = foreground::run(&mut command, &what, &mut |child| {
-        start_gates(c, spec, name, child, gates, &mut helpers).inspect_err(|_| {
+        start_gates(spec, go.take(), child, gates, &mut helpers).inspect_err(|_| {
             let _ = image::command(&c.engine)
                 .args(["kill", name])
                 .stdout(std::process::Stdio::null())

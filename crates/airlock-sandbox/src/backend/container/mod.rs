@@ -16,6 +16,7 @@ mod egress;
 pub mod engine;
 mod enter;
 pub mod exec;
+mod go;
 pub mod image;
 pub mod init;
 mod keeper;

@@ -81,6 +81,7 @@ const PLAIN: &[&str] = &[
     "[core]\n\tpager = less -R\n[core]\n\tpager = delta\n",
     "[alias]\n\tlg = \"log --graph --pretty=format:'%h %s'\"\n\tst = status -sb\n",
     "[user]\n\tname = Ünïcødé Ñame\n",
+    "[CORE]\n\tHOOKSPATH = .githooks\n[core \"x\"]\n\thooksPath = /not/this\n",
     "",
 ];
 
