@@ -109,6 +109,59 @@ fn a_kept_container_stays_and_a_missing_image_is_named() {
     assert!(!stdout(&out).contains("RAN"));
 }
 
+/// A launch records that the store had its image and the next one does not ask the engine
+/// again; when the image has gone since, the engine's failure before the container ran makes
+/// airlock ask, forget the record and name the image (a configured one) rather than run
+/// anything. Control: the image back, the launch runs again and records it again.
+#[test]
+fn an_image_gone_since_it_was_seen_is_asked_for_again() {
+    if !podman_runs() {
+        return;
+    }
+    let h = TestHome::new("home/code/app");
+    let podman = |args: &[&str]| {
+        Command::new("/usr/bin/podman")
+            .env("CONTAINERS_CONF", conf(&h))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = launch(&h, &[], "true");
+    assert!(out.status.success(), "{}", report(&out));
+    let rendered = run_with(&h, &[], &["run", "--print-spec", "--render", "--", "true"]);
+    let own = stdout(&rendered)
+        .split_whitespace()
+        .find(|w| w.starts_with("localhost/airlock-root:"))
+        .expect("airlock's image in the rendered command")
+        .to_owned();
+    let image = format!("localhost/airlock-test-seen:{}", std::process::id());
+    assert!(podman(&["tag", &own, &image]).status.success());
+    h.config(&format!("[sandbox.container]\nimage = \"{image}\"\n"));
+    let records = || {
+        glob(&h.sandboxes(), "container-images")
+            .iter()
+            .flat_map(|d| std::fs::read_dir(d).unwrap())
+            .count()
+    };
+    let out = launch(&h, &[], "true");
+    assert!(out.status.success(), "{}", report(&out));
+    let seen = records();
+    assert_eq!(seen, 2, "one record per image");
+    assert!(podman(&["rmi", &image]).status.success());
+    let out = launch(&h, &[], "echo RAN");
+    assert_eq!(out.status.code(), Some(125), "{}", report(&out));
+    let e = stderr(&out);
+    assert!(e.contains(&image) && e.contains("never pulls"), "{e}");
+    assert!(!stdout(&out).contains("RAN"));
+    assert_eq!(records(), 1, "the configured image's record is forgotten");
+    assert!(podman(&["tag", &own, &image]).status.success());
+    let out = launch(&h, &[], "echo RAN");
+    assert!(out.status.success(), "{}", report(&out));
+    assert_eq!(stdout(&out), "RAN\n");
+    assert_eq!(records(), 2);
+    let _ = podman(&["rmi", &image]);
+}
+
 /// A home and the airlock binary linked under the wrapper's name, to run it on the host; None
 /// (with the reason printed) without Landlock.
 fn wrapper_on_the_host() -> Option<(TestHome, PathBuf)> {

@@ -164,29 +164,92 @@ pub fn ensure_own(
     Ok(())
 }
 
-/// The image a launch runs: the configured one, which must exist (airlock never pulls), else
-/// airlock's own, imported when missing.
-pub fn resolve(
+/// The image's name: the configured one, else airlock's own tag for `symlinks`.
+pub fn name(configured: Option<&str>, symlinks: &[(PathBuf, PathBuf)]) -> String {
+    configured.map_or_else(|| own_tag(symlinks), str::to_owned)
+}
+
+/// Makes sure the store has the image a launch runs: a configured one must be there already
+/// (airlock never pulls), airlock's own is imported when missing.
+pub fn ensure(
     engine: &Engine,
-    configured: Option<&str>,
+    configured: bool,
+    image: &str,
     symlinks: &[(PathBuf, PathBuf)],
-) -> Result<String, String> {
-    match configured {
-        Some(image) => match exists(engine, image)? {
-            true => Ok(image.to_owned()),
-            false => Err(format!(
-                "the image {image:?} ([sandbox.container] image) is not in {}'s store, and \
-                 airlock never pulls; build or load it there ({} build / load), or remove the \
-                 key for airlock's own image",
-                engine.name.as_str(),
-                engine.name.as_str()
-            )),
-        },
-        None => {
-            let tag = own_tag(symlinks);
-            ensure_own(engine, &tag, symlinks)?;
-            Ok(tag)
+) -> Result<(), String> {
+    if !configured {
+        return ensure_own(engine, image, symlinks);
+    }
+    if exists(engine, image)? {
+        return Ok(());
+    }
+    Err(format!(
+        "the image {image:?} ([sandbox.container] image) is not in {}'s store, and airlock \
+         never pulls; build or load it there ({} build / load), or remove the key for airlock's \
+         own image",
+        engine.name.as_str(),
+        engine.name.as_str()
+    ))
+}
+
+/// A record that the engine's store had an image: an empty file at
+/// `<state_root>/container-images/<key>`, the key a hash of the image's name and of everything
+/// that selects the store (the engine's program, endpoint, user mode and environment). A launch
+/// that finds it does not ask the engine (a whole engine process, ~40–55 ms here); one whose
+/// engine then fails before the container runs asks again (`launch.rs`), so an image removed
+/// since is imported again, or named. The state root is host-only: a sandbox cannot plant one.
+pub struct Seen {
+    path: PathBuf,
+}
+
+impl Seen {
+    pub fn new(state_root: &std::path::Path, engine: &Engine, image: &str) -> Seen {
+        let mut h = Sha256::new();
+        let mut part = |b: &[u8]| {
+            h.update(b);
+            h.update([0]);
+        };
+        part(image.as_bytes());
+        part(engine.name.as_str().as_bytes());
+        part(engine.program.as_os_str().as_encoded_bytes());
+        part(format!("{:?} {}", engine.endpoint, engine.rootless).as_bytes());
+        for (k, v) in engine.environment(&|n| std::env::var_os(n)) {
+            part(k.as_bytes());
+            part(v.as_encoded_bytes());
         }
+        let key: String = h.finalize()[..12]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Seen {
+            path: state_root.join("container-images").join(key),
+        }
+    }
+
+    /// Whether the record is there (a plain file; a link or anything else is not a record).
+    pub fn holds(&self) -> bool {
+        std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.file_type().is_file())
+    }
+
+    /// Records the image as seen; best effort (without the record the next launch asks again).
+    pub fn record(&self) {
+        use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+        if let Some(dir) = self.path.parent() {
+            let _ = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir);
+        }
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&self.path);
+    }
+
+    pub fn forget(&self) {
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -215,5 +278,35 @@ mod tests {
         assert_eq!(own_tag(&links), own_tag(&links));
         assert_ne!(own_tag(&links), own_tag(&links[..1]));
         assert!(own_tag(&links).starts_with("localhost/airlock-root:"));
+    }
+
+    fn engine(name: EngineName, endpoint: &str) -> Engine {
+        Engine {
+            name,
+            program: PathBuf::from("/usr/bin/podman"),
+            endpoint: super::super::engine::Endpoint::parse(Some(endpoint)),
+            rootless: true,
+        }
+    }
+
+    #[test]
+    fn a_record_is_per_image_and_per_store_and_only_a_plain_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let local = engine(EngineName::Podman, "unix:///run/a.sock");
+        let seen = Seen::new(dir.path(), &local, "localhost/airlock-root:1");
+        assert!(!seen.holds());
+        seen.record();
+        assert!(seen.holds());
+        assert!(!Seen::new(dir.path(), &local, "localhost/airlock-root:2").holds());
+        let other = engine(EngineName::Podman, "unix:///run/b.sock");
+        assert!(!Seen::new(dir.path(), &other, "localhost/airlock-root:1").holds());
+        seen.forget();
+        assert!(!seen.holds());
+        // A link where the record goes is not one, and recording does not write through it.
+        let elsewhere = dir.path().join("elsewhere");
+        std::os::unix::fs::symlink(&elsewhere, &seen.path).unwrap();
+        assert!(!seen.holds());
+        seen.record();
+        assert!(!elsewhere.exists() && !seen.holds());
     }
 }

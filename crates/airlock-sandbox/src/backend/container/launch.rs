@@ -45,22 +45,63 @@ pub(super) fn run(
         return Err(LaunchError::Plan(refused.join("; ")));
     }
     check_sources(spec)?;
-    let image = image::resolve(
-        &c.engine,
-        c.settings.image.as_deref(),
-        &render::image_symlinks(spec),
-    )
-    .map_err(LaunchError::Setup)?;
+    let symlinks = render::image_symlinks(spec);
+    let configured = c.settings.image.as_deref();
+    let image = image::name(configured, &symlinks);
+    let ensure = || {
+        image::ensure(&c.engine, configured.is_some(), &image, &symlinks)
+            .map_err(LaunchError::Setup)
+    };
+    let seen = image::Seen::new(&spec.state_root, &c.engine, &image);
+    let trusted = seen.holds();
+    if !trusted {
+        ensure()?;
+        seen.record();
+    }
+    let (result, ran) = launch_once(c, spec, &image, gates);
+    if ran || !trusted || result.is_ok() {
+        return result;
+    }
+    // The engine failed before the container ran, on an image only the record said was there.
+    seen.forget();
+    if image::exists(&c.engine, &image).map_err(LaunchError::Setup)? {
+        return result;
+    }
+    if configured.is_none() {
+        eprintln!(
+            "airlock: airlock's image {image} has gone from {}'s store since it was imported; \
+             importing it again",
+            c.engine.name.as_str()
+        );
+    }
+    ensure()?;
+    seen.record();
+    launch_once(c, spec, &image, gates).0
+}
+
+/// One start of the engine on `image`: the session's files, the go socket, the `run`, the end;
+/// and whether the container ran (its wrapper connected to the go socket).
+fn launch_once(
+    c: &Container,
+    spec: &SandboxSpec,
+    image: &str,
+    gates: &mut dyn Gates,
+) -> (Result<Outcome, LaunchError>, bool) {
     let files = session_files(spec);
-    let go = write_files(spec, &files)
-        .and_then(|()| GoSocket::bind(spec, &files.go()))
-        .map_err(|e| LaunchError::Setup(format!("cannot write {}: {e}", files.dir.display())))?;
+    let go = match write_files(spec, &files).and_then(|()| GoSocket::bind(spec, &files.go())) {
+        Ok(go) => go,
+        Err(e) => {
+            let e = format!("cannot write {}: {e}", files.dir.display());
+            return (Err(LaunchError::Setup(e)), false);
+        }
+    };
     let name = container_name(spec);
-    let plan = c.plan(spec, &image, &files, &name);
+    let plan = c.plan(spec, image, &files, &name);
+    let mut ran = false;
     let result = render::render(spec, &plan, &c.sockets)
         .map_err(LaunchError::Plan)
-        .and_then(|args| run_engine(c, spec, &name, &args, Some(go), gates));
-    if c.settings.keep {
+        .and_then(|args| run_engine(c, spec, &name, &args, Some(go), &mut ran, gates));
+    if c.settings.keep && ran {
         eprintln!(
             "airlock: kept the container {name} ({} rm {name} removes it; its files are in {})",
             c.engine.name.as_str(),
@@ -69,7 +110,7 @@ pub(super) fn run(
     } else {
         remove_session_files(c, &files);
     }
-    result
+    (result, ran)
 }
 
 /// Removes the session's files; what rootless podman left there owned by one of the user's
@@ -165,6 +206,8 @@ struct Helpers {
     keeper: Option<super::keeper::Running>,
     /// The forwards and the control socket (`airlock forward`, `airlock sessions`), as native's.
     ports: Option<crate::ports::PortService>,
+    /// Whether the container's wrapper connected to the go socket: the container ran.
+    ran: bool,
 }
 
 /// Once the wrapper of a local container has connected to the go socket (which names its host
@@ -187,6 +230,7 @@ fn start_gates(
         // The engine ended before the container ran: its status says why.
         return Ok(());
     };
+    helpers.ran = true;
     let pid = wrapper.pid;
     let listener = if spec.network == airlock_config::NetworkMode::Proxy {
         Some(
@@ -285,6 +329,7 @@ pub(super) fn run_engine(
     name: &str,
     args: &[std::ffi::OsString],
     go: Option<GoSocket>,
+    ran: &mut bool,
     gates: &mut dyn Gates,
 ) -> Result<Outcome, LaunchError> {
     // `args` starts with the socket options already (render puts them there).
@@ -310,6 +355,7 @@ pub(super) fn run_engine(
                 .status();
         })
     });
+    *ran = helpers.ran;
     // Every forward ends with the container: listeners closed, relays shut, the helper gone.
     drop(helpers.ports.take());
     // The keeper's last word first: a file it could not hide stopped the sandbox.

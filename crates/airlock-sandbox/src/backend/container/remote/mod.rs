@@ -167,7 +167,7 @@ pub(super) fn run(
             name.clone(),
         ]);
         let start: Vec<std::ffi::OsString> = start.into_iter().map(Into::into).collect();
-        let outcome = launch::run_engine(c, spec, &name, &start, None, gates);
+        let outcome = launch::run_engine(c, spec, &name, &start, None, &mut false, gates);
         // Whatever the workload's end: its work comes back, whole. A signal meanwhile (a second
         // Ctrl-C) waits until the apply is done rather than stop it half way.
         let held = hold_signals();
