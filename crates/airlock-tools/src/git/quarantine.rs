@@ -280,11 +280,11 @@ pub struct Marker {
 }
 
 impl Marker {
-    /// Creates a fresh marker in `dir`.
-    pub fn create(dir: &Path) -> io::Result<Marker> {
+    /// Creates a fresh, empty marker in `dir`, named `<pid>.<n>-<tag>`.
+    pub fn create(dir: &Path, tag: &str) -> io::Result<Marker> {
         std::fs::create_dir_all(dir)?;
         for n in 0..1000u32 {
-            let path = dir.join(format!("{}.{n}", std::process::id()));
+            let path = dir.join(format!("{}.{n}-{tag}", std::process::id()));
             let file = match File::create_new(&path) {
                 Ok(file) => file,
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
@@ -382,7 +382,7 @@ mod tests {
     #[test]
     fn markers_of_dead_sessions_are_found() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let live = Marker::create(dir.path()).expect("marker");
+        let live = Marker::create(dir.path(), "tag").expect("marker");
         assert!(orphaned_markers(dir.path()).is_empty());
         assert!(live.since().is_ok());
         let path = live.path.clone();
