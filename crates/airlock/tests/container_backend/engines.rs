@@ -86,13 +86,7 @@ fn a_kept_container_stays_and_a_missing_image_is_named() {
         .find(|w| w.starts_with("airlock-app-"))
         .expect("the kept container's name")
         .to_owned();
-    let podman = |args: &[&str]| {
-        Command::new("/usr/bin/podman")
-            .env("CONTAINERS_CONF", conf(&h))
-            .args(args)
-            .output()
-            .unwrap()
-    };
+    let podman = |args: &[&str]| podman_cli(&h, args);
     assert!(
         podman(&["container", "exists", &name]).status.success(),
         "{e}"
@@ -119,13 +113,7 @@ fn an_image_gone_since_it_was_seen_is_asked_for_again() {
         return;
     }
     let h = TestHome::new("home/code/app");
-    let podman = |args: &[&str]| {
-        Command::new("/usr/bin/podman")
-            .env("CONTAINERS_CONF", conf(&h))
-            .args(args)
-            .output()
-            .unwrap()
-    };
+    let podman = |args: &[&str]| podman_cli(&h, args);
     let out = launch(&h, &[], "true");
     assert!(out.status.success(), "{}", report(&out));
     let rendered = run_with(&h, &[], &["run", "--print-spec", "--render", "--", "true"]);
@@ -160,6 +148,15 @@ fn an_image_gone_since_it_was_seen_is_asked_for_again() {
     assert_eq!(stdout(&out), "RAN\n");
     assert_eq!(records(), 2);
     let _ = podman(&["rmi", &image]);
+}
+
+/// The podman CLI with the tests' `containers.conf`, run to its end.
+fn podman_cli(h: &TestHome, args: &[&str]) -> Output {
+    Command::new("/usr/bin/podman")
+        .env("CONTAINERS_CONF", conf(h))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 /// A home and the airlock binary linked under the wrapper's name, to run it on the host; None
