@@ -37,7 +37,7 @@ impl GoSocket {
     /// Binds the socket at `path`, 0600, owned by the container's user (the spec's, unless root
     /// launches for another).
     pub fn bind(spec: &SandboxSpec, path: &Path) -> std::io::Result<GoSocket> {
-        let listener = UnixListener::bind(path)?;
+        let listener = bind_long(path)?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
         // The wrapper runs as the spec's user (the same as ours, unless root launches for another).
         if nix::unistd::geteuid().is_root() && spec.uid != 0 {
@@ -100,6 +100,24 @@ impl Wrapper {
     }
 }
 
+/// Binds a unix socket at `path` however long it is: `sun_path` holds 107 bytes, and a state
+/// root under a long home and project name passes that, so the socket is bound through a
+/// descriptor of its directory (`/proc/self/fd/<n>/<name>`, which the kernel resolves).
+fn bind_long(path: &Path) -> std::io::Result<UnixListener> {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return UnixListener::bind(path);
+    };
+    let dir = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(dir)?;
+    let mut short = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+    short.push(name);
+    UnixListener::bind(short)
+}
+
 /// Refuses a peer that is not the first process of a pid namespace below ours (the container's
 /// init is pid 1 in its own): the gates are started in that process's namespaces, so a host
 /// process of the same user that connected first would have them started in the host's.
@@ -142,6 +160,7 @@ pub(crate) fn wait(path: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileTypeExt as _;
 
     /// The container fixture's spec, as this process's user.
     fn spec() -> SandboxSpec {
@@ -188,6 +207,29 @@ mod tests {
         drop(peer.join());
         let _ = engine.kill();
         let _ = engine.wait();
+    }
+
+    /// A state root deep enough that the socket's path passes `sun_path`'s 108 bytes still
+    /// binds, at that path, and a peer reaches it there.
+    #[test]
+    fn a_path_longer_than_sun_path_binds() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dir.path().join("d".repeat(60)).join("e".repeat(60));
+        std::fs::create_dir_all(&deep).unwrap();
+        let path = deep.join("go");
+        assert!(path.as_os_str().len() > 108);
+        let _go = GoSocket::bind(&spec(), &path).unwrap();
+        assert!(
+            std::fs::symlink_metadata(&path)
+                .unwrap()
+                .file_type()
+                .is_socket()
+        );
+        // The peer reaches it the same way (the wrapper's path inside is short).
+        use std::os::fd::AsRawFd as _;
+        let at = std::fs::File::open(&deep).unwrap();
+        let peer = UnixStream::connect(format!("/proc/self/fd/{}/go", at.as_raw_fd()));
+        assert!(peer.is_ok(), "{peer:?}");
     }
 
     #[test]
