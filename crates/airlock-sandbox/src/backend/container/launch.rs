@@ -59,7 +59,7 @@ pub(super) fn run(
         seen.record();
     }
     let (result, ran) = launch_once(c, spec, &image, gates);
-    if ran || !trusted || result.is_ok() {
+    if ran || !trusted || !matches!(result, Err(LaunchError::Setup(_))) {
         return result;
     }
     // The engine failed before the container ran, on an image only the record said was there.
