@@ -233,7 +233,9 @@ impl Server {
 }
 
 /// A unix listener whose socket file is 0600 from the start (fchmod before bind sets its mode).
-fn bind_private(path: &Path) -> std::io::Result<UnixListener> {
+/// `path` must fit `sun_path` (107 bytes); the container's go socket passes a short
+/// `/proc/self/fd/<n>/<name>` for a long one.
+pub(crate) fn bind_private(path: &Path) -> std::io::Result<UnixListener> {
     // SAFETY: plain socket creation; owned right below.
     let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {

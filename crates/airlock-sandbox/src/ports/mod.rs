@@ -21,6 +21,7 @@
 //! listener, shuts every relayed connection, stops the helper and removes the socket and record.
 
 mod control;
+pub(crate) use control::bind_private;
 mod forward;
 mod netns;
 pub mod protocol;

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use airlock_sandbox::{Contributions, MountOp, SandboxSpec};
+use airlock_sandbox::{Contributions, MountOp, PrepareStep, SandboxSpec};
 
 use super::layer::GitLayer;
 use super::quarantine::{self, Marker, Since};
@@ -174,27 +174,19 @@ fn marker_text(protected: &[PathBuf], hook_dirs: &[PathBuf]) -> String {
         + &hook_dirs.iter().map(line).collect::<String>()
 }
 
-/// Keeps `text` in `dir` under its SHA-256 (written once, atomically; a file there with other
-/// bytes is replaced) and returns that name, which the marker carries. The marker itself stays
-/// empty: removing an empty file at the session's end frees no data block, which costs ext4
-/// ~0.3 ms of every launch's exit (docs/benchmarks.md). A project has a list per set of
-/// protected paths and hook dirs it has launched with; they stay with its state.
+/// Keeps `text` in `dir` under its SHA-256 (written once, atomically, by the state's own
+/// `WriteFile` step: a file there with other bytes is replaced) and returns that name, which the
+/// marker carries. The marker itself stays empty: removing an empty file at the session's end
+/// frees no data block, which costs ext4 ~0.3 ms of every launch's exit (docs/benchmarks.md). A
+/// project has a list per set of protected paths and hook dirs it has launched with; they stay
+/// with its state.
 fn write_list(dir: &Path, text: &str) -> std::io::Result<String> {
-    use sha2::{Digest as _, Sha256};
-    let name: String = Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let path = dir.join(&name);
-    if airlock_config::hostfs::read_regular(&path, 1 << 20).is_ok_and(|b| b == text.as_bytes()) {
-        return Ok(name);
-    }
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, &path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })?;
+    let name = airlock_config::sha256_hex(text.as_bytes());
+    let step = PrepareStep::WriteFile {
+        path: dir.join(&name),
+        content: text.to_owned(),
+    };
+    airlock_sandbox::state::prepare(std::slice::from_ref(&step)).map_err(std::io::Error::other)?;
     Ok(name)
 }
 

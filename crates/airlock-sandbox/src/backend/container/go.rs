@@ -6,7 +6,6 @@
 //! the command only after it (as native's supervisor sends "G" to init).
 
 use std::os::fd::AsFd as _;
-use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -34,11 +33,10 @@ pub(super) struct Wrapper {
 }
 
 impl GoSocket {
-    /// Binds the socket at `path`, 0600, owned by the container's user (the spec's, unless root
-    /// launches for another).
+    /// Binds the socket at `path`, 0600 from the start, owned by the container's user (the
+    /// spec's, unless root launches for another).
     pub fn bind(spec: &SandboxSpec, path: &Path) -> std::io::Result<GoSocket> {
         let listener = bind_long(path)?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
         // The wrapper runs as the spec's user (the same as ours, unless root launches for another).
         if nix::unistd::geteuid().is_root() && spec.uid != 0 {
             std::os::unix::fs::chown(path, Some(spec.uid), Some(spec.gid))?;
@@ -100,14 +98,14 @@ impl Wrapper {
     }
 }
 
-/// Binds a unix socket at `path` however long it is: `sun_path` holds 107 bytes, and a state
-/// root under a long home and project name passes that, so the socket is bound through a
+/// Binds a private unix socket at `path` however long it is: `sun_path` holds 107 bytes, and a
+/// state root under a long home and project name passes that, so the socket is bound through a
 /// descriptor of its directory (`/proc/self/fd/<n>/<name>`, which the kernel resolves).
 fn bind_long(path: &Path) -> std::io::Result<UnixListener> {
     use std::os::fd::AsRawFd as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return UnixListener::bind(path);
+        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
     };
     let dir = std::fs::OpenOptions::new()
         .read(true)
@@ -115,7 +113,7 @@ fn bind_long(path: &Path) -> std::io::Result<UnixListener> {
         .open(dir)?;
     let mut short = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
     short.push(name);
-    UnixListener::bind(short)
+    crate::ports::bind_private(&short)
 }
 
 /// Refuses a peer that is not the first process of a pid namespace below ours (the container's
@@ -160,7 +158,7 @@ pub(crate) fn wait(path: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::FileTypeExt as _;
+    use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
 
     /// The container fixture's spec, as this process's user.
     fn spec() -> SandboxSpec {

@@ -204,10 +204,10 @@ pub struct Seen {
 
 impl Seen {
     pub fn new(state_root: &std::path::Path, engine: &Engine, image: &str) -> Seen {
-        let mut h = Sha256::new();
+        let mut parts: Vec<u8> = Vec::new();
         let mut part = |b: &[u8]| {
-            h.update(b);
-            h.update([0]);
+            parts.extend_from_slice(b);
+            parts.push(0);
         };
         part(image.as_bytes());
         part(engine.name.as_str().as_bytes());
@@ -217,10 +217,7 @@ impl Seen {
             part(k.as_bytes());
             part(v.as_encoded_bytes());
         }
-        let key: String = h.finalize()[..12]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let key = &airlock_config::sha256_hex(&parts)[..24];
         Seen {
             path: state_root.join("container-images").join(key),
         }
