@@ -119,6 +119,13 @@ const HOST_ENV: &[&str] = &[
     "TMPDIR",
 ];
 
+/// The environment a host program starts with: the [`HOST_ENV`] variables this process has.
+pub fn host_env() -> impl Iterator<Item = (&'static str, OsString)> {
+    HOST_ENV
+        .iter()
+        .filter_map(|name| Some((*name, std::env::var_os(name)?)))
+}
+
 /// A host program's command: started in `/` (never the daemon's working directory, which may be a
 /// project a sandbox can write, with a `.git` of its making), with a rebuilt environment.
 fn command(program: &Path, args: &[OsString], env: &[(&str, &str)]) -> Command {
@@ -126,11 +133,7 @@ fn command(program: &Path, args: &[OsString], env: &[(&str, &str)]) -> Command {
     cmd.args(args)
         .current_dir("/")
         .env_clear()
-        .envs(
-            HOST_ENV
-                .iter()
-                .filter_map(|name| Some((*name, std::env::var_os(name)?))),
-        )
+        .envs(host_env())
         .envs(env.iter().copied())
         .process_group(0)
         .kill_on_drop(true);
