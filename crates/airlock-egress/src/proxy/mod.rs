@@ -128,10 +128,16 @@ impl ProxyHandle {
         self.stop_and_join();
     }
 
-    fn stop_and_join(&mut self) {
+    /// Tells the proxy to stop as [`ProxyHandle::shutdown`] does, without waiting for its thread
+    /// (the owner has other things to stop meanwhile); `shutdown` or the drop then joins it.
+    pub fn stop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+    }
+
+    fn stop_and_join(&mut self) {
+        self.stop();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }

@@ -74,6 +74,12 @@ pub trait Gates {
         Ok(())
     }
 
+    /// Called once the sandbox has ended (its every process gone), before the port forwards and
+    /// the control socket are stopped: tell the gates' threads to stop too, so they wind down
+    /// meanwhile instead of one after the other. Nothing is joined here; the session's finish
+    /// does that.
+    fn ended(&mut self) {}
+
     /// A remote container's `.git`, unpacked as data into `staged` (host-private, trusted in
     /// nothing): bring its branches back into the project's repository. Returns the lines to
     /// tell the developer. Without a git tool, nothing comes back.
@@ -227,6 +233,7 @@ fn clone_and_wait(
         say(&format!("airlock: warning: {warning}"), raw.is_some());
     }
     let outcome = supervise(&mut init, &parent_end, gates, index, terminal);
+    gates.ended();
     // Every forward ends with the sandbox: listeners closed, relays shut, the helper gone.
     drop(ports);
     outcome

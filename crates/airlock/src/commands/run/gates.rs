@@ -100,6 +100,12 @@ impl SessionGates for RunGates<'_> {
 }
 
 impl Gates for RunGates<'_> {
+    fn ended(&mut self) {
+        if let Some(proxy) = self.proxy.as_mut() {
+            proxy.stop();
+        }
+    }
+
     fn started(&mut self) -> Result<(), String> {
         match self.filters.as_mut() {
             Some(filters) => filters.start(),
