@@ -28,14 +28,8 @@ fn main() {
     let spec: SandboxSpec =
         serde_json::from_slice(&fs::read(file).expect("read the spec")).expect("decode the spec");
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
-    let mut flags = CloneFlags::CLONE_NEWUSER
-        | CloneFlags::CLONE_NEWNS
-        | CloneFlags::CLONE_NEWPID
-        | CloneFlags::CLONE_NEWIPC
-        | CloneFlags::CLONE_NEWUTS;
-    if spec.network != airlock_config::NetworkMode::Host {
-        flags |= CloneFlags::CLONE_NEWNET;
-    }
+    // The namespaces airlock gives this spec.
+    let flags = CloneFlags::from_bits_truncate(airlock_sandbox::native::namespaces(&spec));
     // A root of its own, beside the spec's sources (which may be anywhere, /tmp included).
     let root = std::env::temp_dir().join(format!("mount-floor-{}", std::process::id()));
     fs::create_dir(&root).expect("the root's mount point");

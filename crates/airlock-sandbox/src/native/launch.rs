@@ -171,7 +171,9 @@ pub(crate) fn run_with(
     result
 }
 
-fn namespaces(spec: &SandboxSpec) -> libc::c_int {
+/// The namespaces a sandbox of `spec` gets (`clone` flags): all but the network one with
+/// `--network host`.
+pub fn namespaces(spec: &SandboxSpec) -> libc::c_int {
     let mut flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWNS
         | libc::CLONE_NEWPID

@@ -28,5 +28,5 @@ pub(crate) mod sys;
 mod tty;
 
 pub use child::SETUP_FAILED;
-pub use launch::{Gates, LaunchError, NoGates, OOM_MARKER, Outcome, run};
+pub use launch::{Gates, LaunchError, NoGates, OOM_MARKER, Outcome, namespaces, run};
 pub use net::EGRESS_PORT;
