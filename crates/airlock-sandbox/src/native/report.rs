@@ -1,7 +1,7 @@
 //! What the sandbox's init reports on the launch socket (errors, warnings, the workload's end, and
 //! the descriptors it hands over: the egress listener, the pty, the seccomp listener, the watches).
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd as _, AsRawFd, OwnedFd};
 
 use super::launch::{LaunchError, Outcome};
 use super::sys;
@@ -13,8 +13,10 @@ pub(crate) struct Report {
     stopped: Option<String>,
     outcome: Option<Outcome>,
     pub(super) listener: Option<std::net::TcpListener>,
-    /// The keeper's inotify instance, held so that its teardown happens off the exit path.
+    /// The keeper's inotify instance, held so that its teardown happens off the exit path, and
+    /// the closer that will hold its last reference (started while the sandbox runs).
     watches: Option<OwnedFd>,
+    closer: Option<sys::DetachedCloser>,
     /// The master of the sandbox's pty, for the relay.
     pub(super) tty: Option<OwnedFd>,
     /// The listener of the workload's seccomp filter (refused namespace calls).
@@ -86,8 +88,13 @@ impl Report {
             b'E' if self.error.is_none() => self.error = Some(from_sandbox(&buf[1..n])),
             b'N' => {
                 // SAFETY: as for 'L' below: SCM_RIGHTS just installed it, we own it.
-                self.watches =
-                    passed.map(|fd| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+                self.watches = passed
+                    .map(|fd| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+                // While the workload starts, not on the way out (without one, `outcome` makes it).
+                self.closer = self
+                    .watches
+                    .as_ref()
+                    .and_then(|w| sys::DetachedCloser::start(w.as_fd()).ok());
             }
             b'T' => {
                 // SAFETY: as for 'L' below.
@@ -143,7 +150,15 @@ impl Report {
     pub(super) fn outcome(mut self) -> Result<Outcome, LaunchError> {
         if let Some(watches) = self.watches.take() {
             // Closing it here would wait out an RCU grace period (~15 ms) on the way out.
-            let _ = sys::close_detached(watches);
+            match self.closer.take() {
+                Some(closer) => {
+                    drop(watches);
+                    closer.finish();
+                }
+                None => {
+                    let _ = sys::close_detached(watches);
+                }
+            }
         }
         if let Some(stopped) = self.stopped {
             return Err(LaunchError::Stopped(stopped));

@@ -4,7 +4,7 @@
 
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd as _, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 // Stable kernel ABI values (include/uapi/linux/mount.h, openat2.h), spelled out because not every libc
 // release exports them for every target.
@@ -223,86 +223,112 @@ pub unsafe fn clone_process(namespaces: libc::c_int) -> io::Result<Cloned> {
     })
 }
 
-/// Gives the last reference to `fd` to a short-lived process that closes it and exits, and does
-/// not wait for it: for an inotify instance, whose last close waits out an RCU grace period.
+/// A short-lived process that will hold the last reference to a descriptor and close it, so this
+/// process does not wait for that close: for an inotify instance, whose last close waits out an
+/// RCU grace period.
 ///
 /// The process shares this one's memory (`CLONE_VM`, like a thread, but with its own copy of the
 /// descriptor table) and only makes raw system calls on its own stack, so it costs no copy of the
 /// address space and no exec. Two pipes order the hand-over: the child closes every descriptor
-/// it copied except `fd` and then says so (`done`), so when this returns it holds no lock, socket
-/// or pipe of this process; it exits only once this process has dropped its own `fd` (`dropped`),
-/// so its exit is the last close. Nobody reaps it; it is a zombie until this process exits.
-pub fn close_detached(fd: OwnedFd) -> io::Result<()> {
-    const STACK: usize = 16 * 1024;
-    #[repr(C)]
-    struct Closer {
-        keep: libc::c_int,
-        dropped: libc::c_int,
-        done: libc::c_int,
-    }
-    extern "C" fn closer(arg: *mut libc::c_void) -> libc::c_int {
-        // SAFETY: `arg` points at a leaked `Closer` that is never freed or written again.
-        let c = unsafe { &*(arg as *const Closer) };
-        let mut keep = [c.keep, c.dropped, c.done];
-        keep.sort_unstable();
-        // SAFETY: close_range, close and read only touch this process's own copy of the table;
-        // with valid ranges and descriptors none of them fails, so errno (shared with the parent
-        // thread) is untouched. read returns 0 once the parent has closed the write end.
-        unsafe {
-            let mut low = 0u32;
-            for fd in keep {
-                if fd as u32 > low {
-                    libc::syscall(libc::SYS_close_range, low, fd as u32 - 1, 0u32);
+/// it copied except `fd` and then says so (`done`), so once [`DetachedCloser::start`] returns it
+/// holds no lock, socket or pipe of this process; it exits only once this process has dropped its
+/// own `fd` and then the closer (`dropped`), so its exit is the last close. Nobody reaps it; it is
+/// a zombie until this process exits.
+///
+/// Started early (while the sandbox runs), it takes the clone off the way out.
+pub struct DetachedCloser {
+    dropped: OwnedFd,
+}
+
+impl DetachedCloser {
+    /// Starts the closer with its own copy of `fd`.
+    pub fn start(fd: BorrowedFd<'_>) -> io::Result<DetachedCloser> {
+        const STACK: usize = 16 * 1024;
+        #[repr(C)]
+        struct Closer {
+            keep: libc::c_int,
+            dropped: libc::c_int,
+            done: libc::c_int,
+        }
+        extern "C" fn closer(arg: *mut libc::c_void) -> libc::c_int {
+            // SAFETY: `arg` points at a leaked `Closer` that is never freed or written again.
+            let c = unsafe { &*(arg as *const Closer) };
+            let mut keep = [c.keep, c.dropped, c.done];
+            keep.sort_unstable();
+            // SAFETY: close_range, close and read only touch this process's own copy of the table;
+            // with valid ranges and descriptors none of them fails, so errno (shared with the parent
+            // thread) is untouched. read returns 0 once the parent has closed the write end.
+            unsafe {
+                let mut low = 0u32;
+                for fd in keep {
+                    if fd as u32 > low {
+                        libc::syscall(libc::SYS_close_range, low, fd as u32 - 1, 0u32);
+                    }
+                    low = fd as u32 + 1;
                 }
-                low = fd as u32 + 1;
+                libc::syscall(libc::SYS_close_range, low, u32::MAX, 0u32);
+                libc::syscall(libc::SYS_close, c.done);
+                let mut byte = 0u8;
+                libc::syscall(
+                    libc::SYS_read,
+                    c.dropped,
+                    &mut byte as *mut u8 as *mut libc::c_void,
+                    1usize,
+                );
             }
-            libc::syscall(libc::SYS_close_range, low, u32::MAX, 0u32);
-            libc::syscall(libc::SYS_close, c.done);
-            let mut byte = 0u8;
-            libc::syscall(
-                libc::SYS_read,
-                c.dropped,
-                &mut byte as *mut u8 as *mut libc::c_void,
-                1usize,
-            );
+            0
         }
-        0
+        let (dropped_read, dropped_write) = pipe()?;
+        let (done_read, done_write) = pipe()?;
+        let arg: &'static Closer = Box::leak(Box::new(Closer {
+            keep: fd.as_raw_fd(),
+            dropped: dropped_read.as_raw_fd(),
+            done: done_write.as_raw_fd(),
+        }));
+        // The stack must outlive the child, which may outlive this call (and this process).
+        let stack: &'static mut [u8] = Box::leak(vec![0u8; STACK].into_boxed_slice());
+        let top = (stack.as_mut_ptr() as usize + STACK) & !15;
+        // SAFETY: `closer` only makes raw system calls on the fresh stack above and reads the leaked
+        // `Closer`, neither ever freed; CLONE_VM without CLONE_FILES gives it a copy of the descriptor
+        // table; exit signal 0.
+        let pid = unsafe {
+            libc::clone(
+                closer,
+                top as *mut libc::c_void,
+                libc::CLONE_VM,
+                arg as *const Closer as *mut libc::c_void,
+            )
+        };
+        if pid < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        drop(dropped_read);
+        drop(done_write);
+        let mut byte = [0u8; 1];
+        loop {
+            // SAFETY: reading one byte into a local buffer from a pipe this function owns.
+            let n = unsafe { libc::read(done_read.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
+            if n >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                return Ok(DetachedCloser {
+                    dropped: dropped_write,
+                });
+            }
+        }
     }
-    let (dropped_read, dropped_write) = pipe()?;
-    let (done_read, done_write) = pipe()?;
-    let arg: &'static Closer = Box::leak(Box::new(Closer {
-        keep: fd.as_raw_fd(),
-        dropped: dropped_read.as_raw_fd(),
-        done: done_write.as_raw_fd(),
-    }));
-    // The stack must outlive the child, which may outlive this call (and this process).
-    let stack: &'static mut [u8] = Box::leak(vec![0u8; STACK].into_boxed_slice());
-    let top = (stack.as_mut_ptr() as usize + STACK) & !15;
-    // SAFETY: `closer` only makes raw system calls on the fresh stack above and reads the leaked
-    // `Closer`, neither ever freed; CLONE_VM without CLONE_FILES gives it a copy of the descriptor
-    // table; exit signal 0.
-    let pid = unsafe {
-        libc::clone(
-            closer,
-            top as *mut libc::c_void,
-            libc::CLONE_VM,
-            arg as *const Closer as *mut libc::c_void,
-        )
-    };
-    if pid < 0 {
-        return Err(io::Error::last_os_error());
+
+    /// Lets the closer go: call once this process's own copies of the descriptor are closed.
+    pub fn finish(self) {
+        drop(self.dropped);
     }
+}
+
+/// Gives the last reference to `fd` to a [`DetachedCloser`] started now, and does not wait for
+/// the close.
+pub fn close_detached(fd: OwnedFd) -> io::Result<()> {
+    let closer = DetachedCloser::start(fd.as_fd())?;
     drop(fd);
-    drop(dropped_write);
-    drop(done_write);
-    let mut byte = [0u8; 1];
-    loop {
-        // SAFETY: reading one byte into a local buffer from a pipe this function owns.
-        let n = unsafe { libc::read(done_read.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
-        if n >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            return Ok(());
-        }
-    }
+    closer.finish();
+    Ok(())
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -346,6 +372,29 @@ mod tests {
             }
             _ => panic!("fork: {}", io::Error::last_os_error()),
         }
+    }
+
+    #[test]
+    fn a_started_closer_holds_the_last_reference_until_it_is_let_go() {
+        let (read, write) = pipe().expect("pipe");
+        let closer = DetachedCloser::start(write.as_fd()).expect("closer");
+        drop(write);
+        let mut poll = libc::pollfd {
+            fd: read.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let ready = unsafe { libc::poll(&mut poll, 1, 100) };
+        assert_eq!(
+            ready, 0,
+            "the write end closed before the closer was let go"
+        );
+        closer.finish();
+        // SAFETY: as above.
+        let ready = unsafe { libc::poll(&mut poll, 1, 5000) };
+        assert_eq!(ready, 1, "the closer never closed the write end");
+        assert!(poll.revents & libc::POLLHUP != 0);
     }
 
     fn closer_rounds() {
