@@ -40,11 +40,11 @@ fn main() {
     let opener = launcher::find("xdg-open").expect("xdg-open on PATH");
     for stream in listener.incoming().flatten() {
         let (status, reason) = serve(&paths, &audit, &opener, &stream);
+        // One write, as hyper makes it (`write!` on the bare stream would send each piece).
+        let head =
+            format!("HTTP/1.1 {status} {reason}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
         let mut stream = stream;
-        let _ = write!(
-            stream,
-            "HTTP/1.1 {status} {reason}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-        );
+        let _ = stream.write_all(head.as_bytes());
     }
 }
 
