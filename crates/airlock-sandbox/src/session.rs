@@ -68,8 +68,12 @@ pub fn run(
     for message in gates.finish() {
         eprintln!("airlock: {message}");
     }
-    drop(lease);
     let remove = rm || (created_now && launched.is_err());
+    if lease.is_some() || remove {
+        // The overlay layers are free, and the state can go, once init's mounts are gone.
+        crate::native::reap_ended();
+    }
+    drop(lease);
     match session.close(remove) {
         Ok(CloseOutcome::KeptInUse) if rm => {
             eprintln!(
@@ -80,6 +84,8 @@ pub fn run(
         Ok(_) => {}
         Err(e) => eprintln!("airlock: warning: {e}"),
     }
+    // A native sandbox's init, exiting all this time (its processes were gone before the end).
+    crate::native::reap_ended();
     launched
 }
 

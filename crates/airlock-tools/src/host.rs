@@ -1,11 +1,14 @@
 //! The host as the catalog sees it: a home, an environment (with `PATH`), and the file system
 //! under them. Tests point it at a fixture home and a fixture `PATH`.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::CString;
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -23,6 +26,31 @@ pub struct HostView {
     /// mounts and the shell init of one launch, up to four times each, two `stat`s and an open
     /// per look.
     states: RefCell<BTreeMap<PathBuf, PathState>>,
+    /// The `PATH` directories, each listed once and opened once: a lookup in one is then one
+    /// `fstatat` of the name, not a walk of the whole path (a launch makes ~300, mostly misses).
+    path_dirs: OnceCell<Arc<[PathDir]>>,
+    /// Which of them [`HostView::find_host_program`] searches, for the project it was asked for.
+    trusted: RefCell<Option<(PathBuf, Vec<bool>)>>,
+}
+
+/// A `PATH` entry as written, and the directory it named when first looked in (`O_PATH`), if any.
+#[derive(Debug)]
+struct PathDir {
+    entry: String,
+    dir: Option<OwnedFd>,
+}
+
+impl PathDir {
+    /// `entry/name` when it is an executable regular file (symlinks followed, as `execve` does).
+    fn program(&self, name: &CString) -> Option<PathBuf> {
+        let dir = self.dir.as_ref()?;
+        // SAFETY: stat is plain data; fstatat writes it and reads the C string.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        let found = unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), &mut st, 0) } == 0
+            && st.st_mode & libc::S_IFMT == libc::S_IFREG
+            && st.st_mode & 0o111 != 0;
+        found.then(|| Path::new(&self.entry).join(name.to_str().unwrap_or_default()))
+    }
 }
 
 impl PartialEq for HostView {
@@ -46,6 +74,13 @@ pub enum PathState {
     Unreadable,
     /// A socket, fifo or device.
     Other,
+}
+
+/// `name` for a lookup in a `PATH` directory: one path component, or nothing to find.
+fn program_name(name: &str) -> Option<CString> {
+    (!name.is_empty() && !name.contains('/') && name != "." && name != "..")
+        .then(|| CString::new(name).ok())
+        .flatten()
 }
 
 /// Why a `PATH` entry is not searched for host programs, if it is not.
@@ -107,7 +142,33 @@ impl HostView {
             env,
             found: RefCell::default(),
             states: RefCell::default(),
+            path_dirs: OnceCell::new(),
+            trusted: RefCell::default(),
         }
+    }
+
+    /// The `PATH` directories, opened on first use.
+    fn path_dirs(&self) -> &[PathDir] {
+        self.path_dirs.get_or_init(|| {
+            let mut seen = BTreeSet::new();
+            // A directory listed twice (a profile that prepends `~/.cargo/bin` again) is
+            // searched once.
+            self.var("PATH")
+                .unwrap_or("")
+                .split(':')
+                .filter(|entry| !entry.is_empty() && seen.insert(*entry))
+                .map(|entry| PathDir {
+                    entry: entry.to_owned(),
+                    // O_PATH: a directory that may be searched but not listed still counts.
+                    dir: fs::OpenOptions::new()
+                        .read(true)
+                        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+                        .open(entry)
+                        .ok()
+                        .map(OwnedFd::from),
+                })
+                .collect()
+        })
     }
 
     /// A variable that is set and not empty.
@@ -167,16 +228,8 @@ impl HostView {
     }
 
     fn search_path(&self, name: &str) -> Option<PathBuf> {
-        let path = self.var("PATH")?;
-        let mut seen = BTreeSet::new();
-        // A directory listed twice (a profile that prepends `~/.cargo/bin` again) is searched once.
-        path.split(':')
-            .filter(|dir| !dir.is_empty() && seen.insert(*dir))
-            .map(|dir| Path::new(dir).join(name))
-            .find(|candidate| {
-                fs::metadata(candidate)
-                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            })
+        let name = program_name(name)?;
+        self.path_dirs().iter().find_map(|d| d.program(&name))
     }
 
     /// A program airlock itself runs on the host (git, to read your identity): the first
@@ -185,15 +238,24 @@ impl HostView {
     /// `node_modules/.bin` or direnv `PATH_add bin` entry would otherwise let the sandbox plant
     /// the `git` that airlock starts at the next launch).
     pub fn find_host_program(&self, name: &str, project: &Path) -> Option<PathBuf> {
-        let path = self.var("PATH")?;
-        let untrusted = self.untrusted_dirs(project);
-        path.split(':')
-            .filter(|dir| untrusted_entry(dir, &untrusted).is_none())
-            .map(|dir| Path::new(dir).join(name))
-            .find(|candidate| {
-                fs::metadata(candidate)
-                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            })
+        let name = program_name(name)?;
+        let dirs = self.path_dirs();
+        let mut trusted = self.trusted.borrow_mut();
+        let trusted = match &*trusted {
+            Some((for_project, trusted)) if for_project == project => trusted,
+            _ => {
+                let untrusted = self.untrusted_dirs(project);
+                let list = dirs
+                    .iter()
+                    .map(|d| untrusted_entry(&d.entry, &untrusted).is_none())
+                    .collect();
+                &trusted.insert((project.to_path_buf(), list)).1
+            }
+        };
+        dirs.iter()
+            .zip(trusted)
+            .filter(|(_, trusted)| **trusted)
+            .find_map(|(d, _)| d.program(&name))
     }
 
     /// The `PATH` entries [`HostView::find_host_program`] skips, each with the reason.
@@ -286,6 +348,7 @@ impl HostView {
 #[cfg(test)]
 mod path_safety_tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
 
     #[test]
     fn a_private_dir_under_tmp_is_searched_a_shared_one_not() {

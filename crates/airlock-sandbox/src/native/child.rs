@@ -141,6 +141,26 @@ pub(super) fn send_fd(sock: RawFd, kind: u8, passed: RawFd, what: &str) {
     }
 }
 
+/// The supervisor's first byte to init: the id maps are written, the root may be built.
+pub(super) const GO: u8 = b'G';
+/// Its second: the gates that serve the sandbox (forwards, control socket, socket filters) are
+/// up, the workload may start. Init builds the root meanwhile.
+pub(super) const RUN: u8 = b'R';
+
+/// Waits for `byte` from the supervisor; anything else (its end, an error) ends init quietly: the
+/// supervisor is gone or has given up on this launch.
+pub(super) fn wait_for(sock: RawFd, byte: u8) {
+    let mut got = [0u8; 1];
+    loop {
+        match nix::unistd::read(sock, &mut got) {
+            Ok(1) if got[0] == byte => return,
+            Err(nix::errno::Errno::EINTR) => {}
+            // SAFETY: as in die().
+            _ => unsafe { libc::_exit(SETUP_FAILED) },
+        }
+    }
+}
+
 pub(super) fn die(sock: RawFd, message: &str) -> ! {
     send(sock, b'E', message.as_bytes());
     // SAFETY: _exit is always safe; it skips destructors we must not run twice after fork.
@@ -162,12 +182,7 @@ pub fn main(plan: &ChildPlan, sock: OwnedFd) -> ! {
     if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } < 0 {
         die(fd, "cannot set the parent-death signal");
     }
-    let mut go = [0u8; 1];
-    match nix::unistd::read(fd, &mut go) {
-        Ok(1) if go[0] == b'G' => {}
-        // SAFETY: as in die().
-        _ => unsafe { libc::_exit(SETUP_FAILED) },
-    }
+    wait_for(fd, GO);
     if let Err(e) = rootfs::build(&plan.mounts, &plan.hostname, plan.tmpfs_size.as_deref()) {
         die(fd, &e.to_string());
     }
@@ -249,6 +264,8 @@ pub(super) fn init(plan: &ChildPlan, sock: RawFd) -> ! {
         )
         .unwrap_or_else(|e| die(sock, &format!("cannot create a socket pair: {e}")))
     });
+    // Nothing of the workload runs before the supervisor's gates serve it.
+    wait_for(sock, RUN);
     // SAFETY: init is single-threaded; the child only runs the workload setup and execve.
     let workload = match unsafe { fork() } {
         Ok(ForkResult::Child) => {
@@ -299,7 +316,9 @@ pub(super) fn init(plan: &ChildPlan, sock: RawFd) -> ! {
         while let Ok(Some(info)) = sfd.read_signal() {
             let signo = info.ssi_signo as i32;
             if signo == libc::SIGCHLD {
-                reap(workload, sock);
+                if let Some((what, code)) = reap(workload) {
+                    end(sock, what, code, keeper)
+                }
             } else if info.ssi_code != libc::SI_KERNEL {
                 // The supervisor passes on every signal it gets (init is in a session of its own,
                 // so none comes from a terminal). The workload leads a process group of its own:
@@ -350,23 +369,45 @@ fn map_workload(ours: &OwnedFd, workload: Pid, uid: u32, gid: u32, sock: RawFd) 
     let _ = nix::unistd::write(ours, b"g");
 }
 
-fn reap(workload: Pid, sock: RawFd) {
+/// Reaps what has ended; the workload's end as its report (`X` and the code, `S` and the
+/// signal) once it has.
+fn reap(workload: Pid) -> Option<(u8, i32)> {
     loop {
         match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(pid, code)) if pid == workload => {
-                send(sock, b'X', &code.to_le_bytes());
-                // SAFETY: as in die(); leaving init tears down the pid namespace.
-                unsafe { libc::_exit(0) }
-            }
+            Ok(WaitStatus::Exited(pid, code)) if pid == workload => return Some((b'X', code)),
             Ok(WaitStatus::Signaled(pid, signal, _)) if pid == workload => {
-                send(sock, b'S', &(signal as i32).to_le_bytes());
-                // SAFETY: as above.
-                unsafe { libc::_exit(0) }
+                return Some((b'S', signal as i32));
             }
-            Ok(WaitStatus::StillAlive) | Err(_) => return,
+            Ok(WaitStatus::StillAlive) | Err(_) => return None,
             Ok(_) => {}
         }
     }
+}
+
+/// The workload has ended: so does the sandbox. As PID 1 of its namespace (native), init first
+/// kills every process left and reaps them all, so when its `X` or `S` arrives the supervisor
+/// knows nothing of the sandbox runs any more: it ends the session (gates, the `.git` check)
+/// while the kernel still tears down init's namespaces (see `launch.rs::supervise`). The bwrap
+/// stage is not PID 1 (bwrap's own init is): its end is only the workload's, and the supervisor
+/// waits for bwrap.
+fn end(sock: RawFd, what: u8, code: i32, keeper: Option<Keeper>) -> ! {
+    // SAFETY: getpid has no preconditions.
+    if unsafe { libc::getpid() } == 1 {
+        // SAFETY: kill(2) with -1 signals every process of this pid namespace but init.
+        unsafe { libc::kill(-1, libc::SIGKILL) };
+        // Every process of the namespace is init's child by now or is reparented to it when its
+        // parent dies; __WALL counts those whose exit signal is not SIGCHLD too.
+        // Until ECHILD: none left.
+        while let Ok(_) | Err(nix::errno::Errno::EINTR) = waitpid(None, Some(WaitPidFlag::__WALL)) {
+        }
+    }
+    // The supervisor and its closer hold the watches too, so this close is not the last and
+    // waits out no RCU grace period. After the report it would: init's exit, which the end of
+    // the session waits for, would take the last one.
+    drop(keeper);
+    send(sock, what, &code.to_le_bytes());
+    // SAFETY: as in die(); leaving init tears down the pid namespace.
+    unsafe { libc::_exit(0) }
 }
 
 /// Step 5: the workload's last moments before `execve`, in the order docs/architecture.md gives.

@@ -12,6 +12,7 @@ use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 use super::cgroup::Cgroup;
 use super::child::{self, ChildPlan};
 use super::creds::{self, DroppedGroups};
+use super::init::{ENDING, Init};
 use super::notify::Listener;
 use super::report::Report;
 use super::sys::{self, Cloned};
@@ -98,7 +99,9 @@ impl Gates for NoGates {
     }
 }
 
-/// Launches `spec` with the native backend and waits for its workload.
+/// Launches `spec` with the native backend and waits for its workload. It returns once every
+/// process of the sandbox is gone; init's own exit (the kernel tearing down its namespaces) may
+/// still be going on, and [`reap_ended`] waits for it.
 ///
 /// Raises this process's descriptor limit to the hard limit first (for the egress proxy the gates
 /// serve); the workload gets the limit this process had.
@@ -153,19 +156,26 @@ pub(crate) fn run_with(
         .map_err(|e| LaunchError::Start(e.into()))?;
     // Before the clone, so keys typed while the sandbox starts wait for the pty unechoed.
     let raw = plan.tty.as_ref().and_then(RawMode::enter);
+    let mut init = None;
     let result = clone_and_wait(
         spec,
         &plan,
-        parent_end,
-        child_end,
+        (parent_end, child_end),
         gates,
         raw.as_ref(),
         cgroup.as_ref(),
         start,
+        &mut init,
     );
     drop(raw);
     if let Some(cgroup) = cgroup {
+        // The group empties when init is gone.
+        if let Some(init) = init.as_mut() {
+            init.wait();
+        }
         report_events(spec, cgroup.finish());
+    } else if let Some(init) = init {
+        ENDING.lock().unwrap_or_else(|e| e.into_inner()).push(init);
     }
     let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&previous), None);
     result
@@ -185,18 +195,19 @@ pub fn namespaces(spec: &SandboxSpec) -> libc::c_int {
     flags
 }
 
+/// Starts init, starts the gates, supervises. `init` holds it afterwards unless it was waited for.
 #[allow(clippy::too_many_arguments)]
 fn clone_and_wait(
     spec: &SandboxSpec,
     plan: &ChildPlan,
-    parent_end: OwnedFd,
-    child_end: OwnedFd,
+    (parent_end, child_end): (OwnedFd, OwnedFd),
     gates: &mut dyn Gates,
     raw: Option<&RawMode>,
     cgroup: Option<&Cgroup>,
     start: Start<'_>,
+    slot: &mut Option<Init>,
 ) -> Result<Outcome, LaunchError> {
-    let mut init = match start {
+    let init = slot.insert(match start {
         Start::Clone => clone_init(spec, plan, &parent_end, child_end)?,
         Start::Bwrap { program, rendered } => crate::backend::bwrap::spawn::start(
             program,
@@ -205,8 +216,10 @@ fn clone_and_wait(
             &parent_end,
             child_end,
         )?,
-    };
+    });
     let pid = init.pid;
+    // The id maps are written (bwrap wrote its own): init builds the root while the gates start.
+    send_go(&parent_end, child::GO, init)?;
     if let Some(Err(e)) = cgroup.map(|c| c.add(pid)) {
         // Limits that were asked for hold, or the sandbox does not run.
         init.kill();
@@ -228,39 +241,27 @@ fn clone_and_wait(
         init.kill();
         return Err(LaunchError::Setup(e));
     }
-    nix::unistd::write(&parent_end, b"G").map_err(|e| LaunchError::Start(e.into()))?;
+    send_go(&parent_end, child::RUN, init)?;
     let index = spec.hide.as_ref().map(|h| h.index.as_path());
     let terminal = plan.tty.as_ref().map(|plan| Terminal { plan, raw });
     for warning in ports.warnings() {
         say(&format!("airlock: warning: {warning}"), raw.is_some());
     }
-    let outcome = supervise(&mut init, &parent_end, gates, index, terminal);
+    let outcome = supervise(init, &parent_end, gates, index, terminal);
     gates.ended();
     // Every forward ends with the sandbox: listeners closed, relays shut, the helper gone.
     drop(ports);
     outcome
 }
 
-/// The sandbox's init as the supervisor holds it: its pid on the host and a pidfd (signals, the
-/// end), and for the bwrap backend the bwrap process, reaped after it.
-pub(crate) struct Init {
-    pub pid: libc::pid_t,
-    pub pidfd: OwnedFd,
-    pub bwrap: Option<std::process::Child>,
-}
-
-impl Init {
-    /// Kills the sandbox and waits for it (a launch that cannot go on).
-    pub(crate) fn kill(&mut self) {
-        let _ = sys::pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
-        self.wait();
-    }
-
-    /// Waits for init (a child of this process in native) and then for bwrap.
-    pub(crate) fn wait(&mut self) {
-        wait_pidfd(&self.pidfd);
-        if let Some(bwrap) = self.bwrap.as_mut() {
-            let _ = bwrap.wait();
+/// Sends init one of its go bytes ([`child::GO`], [`child::RUN`]). An init that has already
+/// ended (a setup error it reported) is not an error here: `supervise` collects its report.
+fn send_go(sock: &OwnedFd, byte: u8, init: &mut Init) -> Result<(), LaunchError> {
+    match nix::unistd::write(sock, &[byte]) {
+        Ok(_) | Err(nix::errno::Errno::EPIPE) => Ok(()),
+        Err(e) => {
+            init.kill();
+            Err(LaunchError::Start(e.into()))
         }
     }
 }
@@ -299,6 +300,7 @@ fn clone_init(
         pid,
         pidfd,
         bwrap: None,
+        waited: false,
     };
     if let Err(e) = write_id_maps(pid, spec.uid, spec.gid) {
         init.kill();
@@ -477,8 +479,13 @@ fn supervise(
                 }
             }
         }
-        if init_done {
-            init.wait();
+        // Native: init's report says every process but init is gone, and init only exits after
+        // it. Its exit (the namespaces' teardown) is waited for at the session's end instead.
+        let ended = init.reports_the_end() && report.has_outcome();
+        if init_done || ended {
+            if init_done {
+                init.wait();
+            }
             while report.read(sock) {}
             // A sandbox that ended before its pty reached the relay (a quick command on a busy
             // machine: one message is read per turn) still has its output in that pty.
@@ -511,22 +518,4 @@ fn push<'a>(
 ) -> Option<usize> {
     fds.push(PollFd::new(fd, events));
     Some(fds.len() - 1)
-}
-
-fn wait_pidfd(pidfd: &OwnedFd) {
-    // SAFETY: siginfo is plain data; waitid with P_PIDFD reaps exactly this child.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    loop {
-        let ret = unsafe {
-            libc::waitid(
-                libc::P_PIDFD,
-                pidfd.as_raw_fd() as libc::id_t,
-                &mut info,
-                libc::WEXITED,
-            )
-        };
-        if ret == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return;
-        }
-    }
 }

@@ -15,6 +15,7 @@ pub(crate) use child::send;
 mod creds;
 #[cfg(test)]
 mod forked;
+pub(crate) mod init;
 pub(crate) mod keeper;
 pub mod landlock;
 pub(crate) mod launch;
@@ -28,5 +29,6 @@ pub(crate) mod sys;
 mod tty;
 
 pub use child::SETUP_FAILED;
+pub use init::reap_ended;
 pub use launch::{Gates, LaunchError, NoGates, OOM_MARKER, Outcome, namespaces, run};
 pub use net::EGRESS_PORT;

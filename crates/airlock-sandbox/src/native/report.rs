@@ -137,6 +137,11 @@ impl Report {
         }
     }
 
+    /// Whether the workload's end (`X`, `S`) has arrived.
+    pub(crate) fn has_outcome(&self) -> bool {
+        self.outcome.is_some()
+    }
+
     /// The first `E` message's text (a setup that failed), taken.
     pub(crate) fn take_error(&mut self) -> Option<String> {
         self.error.take()

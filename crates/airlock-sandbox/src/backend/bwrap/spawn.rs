@@ -8,7 +8,7 @@ use std::process::Command;
 
 use super::render::{DataFd, PLAN_FD, Rendered, SOCK_FD};
 use crate::native::LaunchError;
-use crate::native::launch::Init;
+use crate::native::init::Init;
 
 /// The most `--file` / `--ro-bind-data` descriptors one launch hands bwrap.
 const MAX_DATA_FDS: usize = 62;
@@ -93,6 +93,7 @@ pub(crate) fn start(
                 pid,
                 pidfd,
                 bwrap: Some(child),
+                waited: false,
             }),
             None => {
                 let _ = child.kill();

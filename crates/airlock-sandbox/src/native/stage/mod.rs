@@ -148,12 +148,7 @@ pub fn main() -> ! {
     drop(me);
     // SAFETY: setsid has no preconditions; bwrap's child is not a group leader.
     unsafe { libc::setsid() };
-    let mut go = [0u8; 1];
-    match nix::unistd::read(sock, &mut go) {
-        Ok(1) if go[0] == b'G' => {}
-        // SAFETY: _exit skips destructors, as every early exit of init does.
-        _ => unsafe { libc::_exit(child::SETUP_FAILED) },
-    }
+    child::wait_for(sock, child::GO);
     if let Err(e) = overlays::mount_all(&spec) {
         child::die(sock, &e);
     }

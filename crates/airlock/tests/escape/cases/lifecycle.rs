@@ -144,6 +144,61 @@ pub fn sigkill_kills_sandbox(mode: &Mode) -> Outcome {
     Ok(())
 }
 
+/// What the workload leaves running (a background job, a `setsid` daemon, a shell that ignores
+/// SIGTERM and SIGHUP) is gone the moment `airlock run` returns, with no wait, whatever the
+/// backend: the session's end (the egress proxy stopped, the `.git` check) trusts that nothing of
+/// the sandbox still runs. Control: the same processes are seen from the host while the sandbox
+/// runs.
+pub fn leftovers_gone_at_exit(mode: &Mode) -> Outcome {
+    let mut w = World::new(mode)?;
+    let marker = format!("airlock-escape-leftover-{}", w.token);
+    let started = w.project.join("started-leftover");
+    let script = format!(
+        "sleep 1000 {marker}-job & setsid sleep 1000 {marker}-daemon & \
+         sh -c 'trap \"\" TERM HUP; sleep 1000 {marker}-stubborn; :' & \
+         : > started-leftover; while [ ! -e stop-leftover ]; do sleep 0.05; done; exit 3"
+    );
+    let mut airlock = start_workload(&mut w, &script, &started)?;
+    let seen = wait_until(CONDITION_DEADLINE, || pids_with_marker(&marker).len() >= 4);
+    if !seen {
+        let _ = airlock.kill();
+        let _ = airlock.wait();
+        return Err(fail(format!(
+            "control: the four background processes carrying {marker} were never seen from the \
+             host: {:?}",
+            pids_with_marker(&marker)
+        )));
+    }
+    fs::write(w.project.join("stop-leftover"), b"")?;
+    let Some(status) = wait_deadline(&mut airlock, RUN_DEADLINE)? else {
+        let _ = airlock.kill();
+        let _ = airlock.wait();
+        return Err(fail(format!(
+            "airlock did not exit within {RUN_DEADLINE:?} of its workload"
+        )));
+    };
+    // At once: no polling, this is the moment the session's end already ran.
+    let survivors = pids_with_marker(&marker);
+    for (pid, _) in &survivors {
+        // SAFETY: kill has no memory effects; cleans up what the sandbox left behind.
+        unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
+    }
+    check!(
+        status.code() == Some(3),
+        "expected the workload's exit 3; got {}",
+        status_text(status)
+    );
+    let alive: Vec<_> = survivors
+        .iter()
+        .filter(|(pid, start)| process_alive(*pid, *start))
+        .collect();
+    check!(
+        alive.is_empty(),
+        "ESCAPE: sandbox processes still ran when airlock returned: {alive:?}"
+    );
+    Ok(())
+}
+
 pub fn command_not_found(mode: &Mode) -> Outcome {
     let mut w = World::new(mode)?;
     let missing = "airlock-escape-no-such-command";

@@ -232,6 +232,10 @@ pub const CASES: &[Case] = &[
         run: lifecycle::sigkill_kills_sandbox,
     },
     Case {
+        name: "leftovers-gone-at-exit",
+        run: lifecycle::leftovers_gone_at_exit,
+    },
+    Case {
         name: "command-not-found-127",
         run: lifecycle::command_not_found,
     },
