@@ -35,8 +35,21 @@ pub trait Backend {
     fn launch(&self, spec: &SandboxSpec, gates: &mut dyn Gates) -> Result<Outcome, LaunchError>;
 }
 
-/// airlock's own namespaces, root, Landlock and seccomp (`crate::native`).
-pub struct Native;
+/// airlock's own namespaces, root, Landlock and seccomp (`crate::native`), with an init cloned
+/// ahead of the plan when the caller made one ([`Native::prestarted`]).
+#[derive(Default)]
+pub struct Native {
+    prestart: std::sync::Mutex<Option<crate::native::Prestart>>,
+}
+
+impl Native {
+    /// The native backend, launching with `prestart`'s init when the spec fits it.
+    pub fn prestarted(prestart: crate::native::Prestart) -> Native {
+        Native {
+            prestart: std::sync::Mutex::new(Some(prestart)),
+        }
+    }
+}
 
 impl Backend for Native {
     fn kind(&self) -> BackendKind {
@@ -52,7 +65,12 @@ impl Backend for Native {
     }
 
     fn launch(&self, spec: &SandboxSpec, gates: &mut dyn Gates) -> Result<Outcome, LaunchError> {
-        crate::native::run(spec, gates)
+        let prestart = self
+            .prestart
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        crate::native::run_prestarted(spec, gates, prestart)
     }
 }
 
@@ -96,7 +114,7 @@ pub fn select(
                     .into(),
             )
         }),
-        BackendKind::Native => Ok(Box::new(Native)),
+        BackendKind::Native => Ok(Box::new(Native::default())),
         BackendKind::Container => match container {
             Some(Ok(c)) => Ok(Box::new(c)),
             Some(Err(e)) => Err(e),

@@ -1,4 +1,5 @@
-//! Steps 3 to 5 of a launch, inside the new namespaces: the sandbox's init (PID 1) and its workload.
+//! Steps 3 and 4 of a launch, inside the new namespaces: the sandbox's init (PID 1), which builds the
+//! root and forks the workload (step 5, `workload.rs`).
 //!
 //! The parent was single-threaded when it cloned us, so allocating here is safe. Every failure is sent
 //! to the parent as one `E` message on the launch socket before exiting; the parent prints it.
@@ -11,15 +12,15 @@ use std::path::PathBuf;
 use std::os::fd::AsFd;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
+use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
 
-use super::creds::{self, FdLimit};
+use super::creds::FdLimit;
 use super::keeper::Keeper;
 use super::tty::{self, TtyPlan};
-use super::{caps, landlock, net, rootfs, seccomp};
+use super::{caps, net, rootfs, seccomp};
 use crate::spec::{MountOp, SandboxSpec};
 use airlock_config::NetworkMode;
 
@@ -170,6 +171,13 @@ pub(super) fn die(sock: RawFd, message: &str) -> ! {
 /// The child's entry point: wait for the id maps, build the root, then act as init.
 pub fn main(plan: &ChildPlan, sock: OwnedFd) -> ! {
     let fd = sock.as_raw_fd();
+    detach(fd);
+    wait_for(fd, GO);
+    build_and_init(plan, fd)
+}
+
+/// Out of the caller's session, and killed with the supervisor.
+pub(super) fn detach(fd: RawFd) {
     // Out of the caller's process group (and session): a signal the host's terminal generates
     // (Ctrl-C in a cooked terminal) reaches the supervisor alone, which passes it on once. In
     // the same group init would get it too, and the two deliveries of one signal number would
@@ -182,7 +190,10 @@ pub fn main(plan: &ChildPlan, sock: OwnedFd) -> ! {
     if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } < 0 {
         die(fd, "cannot set the parent-death signal");
     }
-    wait_for(fd, GO);
+}
+
+/// After `G`: build the root, bring up the network, hand over the egress listener, act as init.
+pub(super) fn build_and_init(plan: &ChildPlan, fd: RawFd) -> ! {
     if let Err(e) = rootfs::build(&plan.mounts, &plan.hostname, plan.tmpfs_size.as_deref()) {
         die(fd, &e.to_string());
     }
@@ -274,7 +285,7 @@ pub(super) fn init(plan: &ChildPlan, sock: RawFd) -> ! {
             if let Some((_, theirs)) = &handshake {
                 enter_own_user_ns(theirs, sock);
             }
-            workload(plan, sock, slave)
+            super::workload::run(plan, sock, slave)
         }
         Ok(ForkResult::Parent { child }) => child,
         Err(e) => die(sock, &format!("cannot start the workload: {e}")),
@@ -387,7 +398,7 @@ fn reap(workload: Pid) -> Option<(u8, i32)> {
 /// The workload has ended: so does the sandbox. As PID 1 of its namespace (native), init first
 /// kills every process left and reaps them all, so when its `X` or `S` arrives the supervisor
 /// knows nothing of the sandbox runs any more: it ends the session (gates, the `.git` check)
-/// while the kernel still tears down init's namespaces (see `launch.rs::supervise`). The bwrap
+/// while the kernel still tears down init's namespaces (see `supervise.rs`). The bwrap
 /// stage is not PID 1 (bwrap's own init is): its end is only the workload's, and the supervisor
 /// waits for bwrap.
 fn end(sock: RawFd, what: u8, code: i32, keeper: Option<Keeper>) -> ! {
@@ -408,128 +419,4 @@ fn end(sock: RawFd, what: u8, code: i32, keeper: Option<Keeper>) -> ! {
     send(sock, what, &code.to_le_bytes());
     // SAFETY: as in die(); leaving init tears down the pid namespace.
     unsafe { libc::_exit(0) }
-}
-
-/// Step 5: the workload's last moments before `execve`, in the order docs/architecture.md gives.
-fn workload(plan: &ChildPlan, sock: RawFd, slave: Option<OwnedFd>) -> ! {
-    if let Err(e) = tty::attach(slave.as_ref(), plan.tty.as_ref()) {
-        die(sock, &format!("cannot give the sandbox its terminal: {e}"));
-    }
-    drop(slave);
-    let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
-    // Rust ignores SIGPIPE in its runtime; a shell pipeline expects the default.
-    // SAFETY: resetting dispositions to their default is always sound.
-    unsafe {
-        for sig in 1..32 {
-            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-                libc::signal(sig, libc::SIG_DFL);
-            }
-        }
-    }
-    // SAFETY: a valid C string.
-    if unsafe { libc::chdir(plan.cwd.as_ptr()) } < 0 {
-        let e = std::io::Error::last_os_error();
-        die(
-            sock,
-            &format!("cannot enter the working directory {:?}: {e}", plan.cwd),
-        );
-    }
-    // SAFETY: prctl with integer arguments.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } < 0 {
-        die(sock, "cannot set no_new_privs");
-    }
-    if let Err(e) = caps::drop_all(plan.last_cap) {
-        die(sock, &format!("cannot drop capabilities: {e}"));
-    }
-    if plan.landlock
-        && let Err(e) = landlock::restrict_writes(&plan.writable)
-    {
-        die(sock, &format!("cannot apply the Landlock write rules: {e}"));
-    }
-    // The notifying filter where the kernel can give it a listener; else the plain one.
-    let listener = plan
-        .seccomp_notifying
-        .as_ref()
-        .and_then(|p| p.install_listening().ok());
-    match &listener {
-        Some(fd) => send_fd(sock, b'U', fd.as_raw_fd(), "the seccomp listener"),
-        None => {
-            if let Err(e) = plan.seccomp.install() {
-                die(sock, &format!("cannot install the seccomp filter: {e}"));
-            }
-        }
-    }
-    drop(listener);
-    close_inherited_fds();
-    if let Some(limit) = plan.fd_limit
-        && let Err(e) = creds::restore_fd_limit(limit)
-    {
-        die(
-            sock,
-            &format!(
-                "cannot restore the descriptor limit (soft {}, hard {}): {e}",
-                limit.soft, limit.hard
-            ),
-        );
-    }
-    exec(plan)
-}
-
-/// Closes every descriptor but stdin, stdout and stderr: one the developer's shell left open (to a
-/// secret file, a socket, a host terminal) must not reach the agent.
-fn close_inherited_fds() {
-    // SAFETY: close_range only closes descriptors; nothing after this point uses any of them.
-    let ret = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
-    if ret < 0 {
-        // Kernels before 5.9: close one by one up to the descriptor limit.
-        let max = match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE) {
-            Ok((soft, _)) => soft.min(1 << 20) as i32,
-            Err(_) => 1024,
-        };
-        for fd in 3..max {
-            // SAFETY: closing a descriptor that may not exist is harmless.
-            unsafe { libc::close(fd) };
-        }
-    }
-}
-
-/// `execvpe` over the sandbox's PATH (glibc's would search the parent's).
-fn exec(plan: &ChildPlan) -> ! {
-    let mut argv: Vec<*const libc::c_char> = plan.argv.iter().map(|a| a.as_ptr()).collect();
-    argv.push(std::ptr::null());
-    let mut envp: Vec<*const libc::c_char> = plan.env.iter().map(|e| e.as_ptr()).collect();
-    envp.push(std::ptr::null());
-    let name = plan.argv[0].as_bytes();
-    let mut denied = false;
-    let candidates: Vec<CString> = if name.contains(&b'/') {
-        vec![plan.argv[0].clone()]
-    } else {
-        plan.path
-            .iter()
-            .filter_map(|dir| {
-                let mut full = dir.as_bytes().to_vec();
-                full.push(b'/');
-                full.extend_from_slice(name);
-                CString::new(full).ok()
-            })
-            .collect()
-    };
-    for candidate in &candidates {
-        // SAFETY: null-terminated arrays of valid C strings.
-        unsafe { libc::execve(candidate.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
-        match std::io::Error::last_os_error().raw_os_error() {
-            Some(libc::EACCES) | Some(libc::EPERM) => denied = true,
-            Some(libc::ENOENT) | Some(libc::ENOTDIR) => {}
-            _ => denied = true,
-        }
-    }
-    let shown = String::from_utf8_lossy(name);
-    if denied {
-        eprintln!("airlock: cannot execute {shown} in the sandbox: permission denied");
-        // SAFETY: as in die().
-        unsafe { libc::_exit(126) }
-    }
-    eprintln!("airlock: command not found in the sandbox: {shown}");
-    // SAFETY: as in die().
-    unsafe { libc::_exit(127) }
 }

@@ -1,22 +1,20 @@
-//! Steps 1, 2 and 6 of a launch, in the parent: clone, write the id maps, then supervise.
+//! Steps 1 and 2 of a launch, in the parent: clone (or take a prestarted init), write the id
+//! maps, start the gates; step 6, the supervision, is `supervise.rs`.
 
 use std::fs;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
-use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
-use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 
 use super::cgroup::Cgroup;
 use super::child::{self, ChildPlan};
 use super::creds::{self, DroppedGroups};
 use super::init::{ENDING, Init};
-use super::notify::Listener;
-use super::report::Report;
+use super::supervise::{Terminal, say, supervise};
 use super::sys::{self, Cloned};
-use super::tty::{RawMode, Relay, TtyPlan};
+use super::tty::{RawMode, TtyPlan};
 use crate::spec::SandboxSpec;
 
 /// How the workload ended.
@@ -61,7 +59,7 @@ pub(crate) const FORWARDED: [Signal; 4] = [
 ];
 
 /// What the supervisor does itself for the relay: a new window size, a continue after a stop.
-const TERMINAL: [Signal; 2] = [Signal::SIGWINCH, Signal::SIGCONT];
+pub(super) const TERMINAL: [Signal; 2] = [Signal::SIGWINCH, Signal::SIGCONT];
 
 /// The gates the supervisor runs for a sandbox while it lives (the egress proxy for now).
 pub trait Gates {
@@ -112,10 +110,27 @@ pub fn run(spec: &SandboxSpec, gates: &mut dyn Gates) -> Result<Outcome, LaunchE
     run_with(spec, gates, Start::Clone)
 }
 
+/// [`run`] with an init cloned ahead ([`super::prestart::Prestart`]), or a fresh clone when
+/// `prestart` is `None` or was made for other namespaces.
+pub fn run_prestarted(
+    spec: &SandboxSpec,
+    gates: &mut dyn Gates,
+    prestart: Option<super::prestart::Prestart>,
+) -> Result<Outcome, LaunchError> {
+    run_with(
+        spec,
+        gates,
+        prestart.map_or(Start::Clone, Start::Prestarted),
+    )
+}
+
 /// How the sandbox's init comes to be.
 pub(crate) enum Start<'a> {
     /// Cloned by this process into new namespaces (native).
     Clone,
+    /// Cloned already, waiting for its plan ([`super::prestart`]); cloned anew when the spec
+    /// needs other namespaces.
+    Prestarted(super::prestart::Prestart),
     /// Run by bubblewrap as its command: the stage (the bwrap backend).
     Bwrap {
         program: &'a std::path::Path,
@@ -143,17 +158,13 @@ pub(crate) fn run_with(
     )
     .map_err(|e| LaunchError::Start(e.into()))?;
 
-    let mut blocked = SigSet::empty();
-    for s in FORWARDED {
-        blocked.add(s);
-    }
-    blocked.add(Signal::SIGCHLD);
-    for s in TERMINAL {
-        blocked.add(s);
-    }
     let mut previous = SigSet::empty();
-    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&blocked), Some(&mut previous))
-        .map_err(|e| LaunchError::Start(e.into()))?;
+    sigprocmask(
+        SigmaskHow::SIG_BLOCK,
+        Some(&supervised_signals()),
+        Some(&mut previous),
+    )
+    .map_err(|e| LaunchError::Start(e.into()))?;
     // Before the clone, so keys typed while the sandbox starts wait for the pty unechoed.
     let raw = plan.tty.as_ref().and_then(RawMode::enter);
     let mut init = None;
@@ -181,15 +192,31 @@ pub(crate) fn run_with(
     result
 }
 
+/// What the supervisor blocks while it supervises (its signalfd takes them), and what init starts
+/// with blocked: the forwarded signals, SIGCHLD, and the terminal's.
+pub(super) fn supervised_signals() -> SigSet {
+    let mut blocked = SigSet::empty();
+    for s in FORWARDED.into_iter().chain(TERMINAL) {
+        blocked.add(s);
+    }
+    blocked.add(Signal::SIGCHLD);
+    blocked
+}
+
 /// The namespaces a sandbox of `spec` gets (`clone` flags): all but the network one with
 /// `--network host`.
 pub fn namespaces(spec: &SandboxSpec) -> libc::c_int {
+    namespaces_for(spec.network)
+}
+
+/// The namespaces of a sandbox on `network` (see [`namespaces`]).
+pub(super) fn namespaces_for(network: airlock_config::NetworkMode) -> libc::c_int {
     let mut flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWNS
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS;
-    if spec.network != airlock_config::NetworkMode::Host {
+    if network != airlock_config::NetworkMode::Host {
         flags |= libc::CLONE_NEWNET;
     }
     flags
@@ -207,19 +234,36 @@ fn clone_and_wait(
     start: Start<'_>,
     slot: &mut Option<Init>,
 ) -> Result<Outcome, LaunchError> {
-    let init = slot.insert(match start {
-        Start::Clone => clone_init(spec, plan, &parent_end, child_end)?,
-        Start::Bwrap { program, rendered } => crate::backend::bwrap::spawn::start(
-            program,
-            &rendered,
-            &super::stage::encode(spec, plan.tty.as_ref(), plan.fd_limit),
-            &parent_end,
-            child_end,
-        )?,
-    });
+    let (prestarted, start) = match start {
+        Start::Prestarted(prestart) => {
+            let encoded = super::stage::encode(spec, plan.tty.as_ref(), plan.fd_limit);
+            (prestart.take_for(spec, &encoded)?, Start::Clone)
+        }
+        other => (None, other),
+    };
+    let (init, parent_end) = match (prestarted, start) {
+        // `G` went with the plan.
+        (Some((init, sock)), _) => (slot.insert(init), sock),
+        (None, Start::Bwrap { program, rendered }) => {
+            let init = slot.insert(crate::backend::bwrap::spawn::start(
+                program,
+                &rendered,
+                &super::stage::encode(spec, plan.tty.as_ref(), plan.fd_limit),
+                &parent_end,
+                child_end,
+            )?);
+            // bwrap wrote the id maps: init builds the root while the gates start.
+            send_go(&parent_end, child::GO, init)?;
+            (init, parent_end)
+        }
+        (None, _) => {
+            let init = slot.insert(clone_init(spec, plan, &parent_end, child_end)?);
+            // The id maps are written: init builds the root while the gates start.
+            send_go(&parent_end, child::GO, init)?;
+            (init, parent_end)
+        }
+    };
     let pid = init.pid;
-    // The id maps are written (bwrap wrote its own): init builds the root while the gates start.
-    send_go(&parent_end, child::GO, init)?;
     if let Some(Err(e)) = cgroup.map(|c| c.add(pid)) {
         // Limits that were asked for hold, or the sandbox does not run.
         init.kill();
@@ -345,15 +389,9 @@ fn report_events(spec: &SandboxSpec, events: super::cgroup::Events) {
 
 pub use crate::state::OOM_MARKER;
 
-/// The caller's terminal, when the sandbox got a pty for it.
-struct Terminal<'a> {
-    plan: &'a TtyPlan,
-    raw: Option<&'a RawMode>,
-}
-
 /// Step 2: `setgroups` = deny first (required before gid_map for an unprivileged caller), then the
 /// caller's own uid and gid mapped to themselves.
-fn write_id_maps(pid: libc::pid_t, uid: u32, gid: u32) -> Result<(), LaunchError> {
+pub(super) fn write_id_maps(pid: libc::pid_t, uid: u32, gid: u32) -> Result<(), LaunchError> {
     let proc = format!("/proc/{pid}");
     let write = |file: &'static str, text: String| {
         fs::write(format!("{proc}/{file}"), text)
@@ -363,159 +401,4 @@ fn write_id_maps(pid: libc::pid_t, uid: u32, gid: u32) -> Result<(), LaunchError
     write("uid_map", format!("{uid} {uid} 1\n"))?;
     write("gid_map", format!("{gid} {gid} 1\n"))?;
     Ok(())
-}
-
-/// Step 6: forward signals, relay the terminal, collect the workload's status, wait for init.
-fn supervise(
-    init: &mut Init,
-    sock: &OwnedFd,
-    gates: &mut dyn Gates,
-    index: Option<&std::path::Path>,
-    terminal: Option<Terminal<'_>>,
-) -> Result<Outcome, LaunchError> {
-    let mut handled = SigSet::empty();
-    for s in FORWARDED {
-        handled.add(s);
-    }
-    if terminal.is_some() {
-        for s in TERMINAL {
-            handled.add(s);
-        }
-    }
-    let sfd = SignalFd::with_flags(&handled, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
-        .map_err(|e| LaunchError::Start(e.into()))?;
-    let mut report = Report::new(index);
-    let mut relay: Option<Relay> = None;
-    let mut listener: Option<Listener> = None;
-    let raw = terminal.as_ref().is_some_and(|t| t.raw.is_some());
-    let mut sock_open = true;
-    loop {
-        let mut fds = vec![
-            PollFd::new(init.pidfd.as_fd(), PollFlags::POLLIN),
-            PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
-        ];
-        let sock_at = if sock_open {
-            push(&mut fds, sock.as_fd(), PollFlags::POLLIN)
-        } else {
-            None
-        };
-        let (master, stdin) = relay.as_ref().map(Relay::interest).unwrap_or_default();
-        let master_at = master
-            .and_then(|(fd, events)| push(&mut fds, fd, PollFlags::from_bits_truncate(events)));
-        let stdin_at = stdin.and_then(|fd| push(&mut fds, fd, PollFlags::POLLIN));
-        let listener_at = listener
-            .as_ref()
-            .and_then(|l| push(&mut fds, l.fd(), PollFlags::POLLIN));
-        match poll(&mut fds, PollTimeout::NONE) {
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(LaunchError::Start(e.into())),
-        }
-        let ready = |i: Option<usize>| {
-            i.and_then(|i| fds.get(i))
-                .and_then(|f| f.revents())
-                .is_some_and(|r| !r.is_empty())
-        };
-        let (init_done, signal_ready) = (ready(Some(0)), ready(Some(1)));
-        let (sock_ready, master_ready, stdin_ready) =
-            (ready(sock_at), ready(master_at), ready(stdin_at));
-        let listener_events = listener_at
-            .and_then(|i| fds.get(i))
-            .and_then(|f| f.revents())
-            .unwrap_or(PollFlags::empty());
-        drop(fds);
-        if listener_events.contains(PollFlags::POLLIN) {
-            if let Some(hint) = listener.as_mut().and_then(Listener::answer) {
-                say(hint, raw);
-            }
-        } else if listener_events.intersects(PollFlags::POLLHUP | PollFlags::POLLERR) {
-            // Every process under the filter is gone: the listener would say so at every poll.
-            listener = None;
-        }
-        if let Some(relay) = relay.as_mut() {
-            if master_ready {
-                relay.on_master();
-            }
-            if stdin_ready {
-                relay.on_stdin();
-            }
-        }
-        if sock_ready {
-            sock_open = report.read(sock);
-            if let (Some(master), Some(t)) = (report.tty.take(), terminal.as_ref()) {
-                relay = Some(Relay::new(master, t.plan));
-            }
-            if let Some(fd) = report.seccomp.take() {
-                listener = Some(Listener::new(fd));
-            }
-            if let Some(listener) = report.listener.take()
-                && let Err(e) = gates.serve_egress(listener)
-            {
-                // Fail closed: a sandbox in proxy mode never runs without its proxy.
-                init.kill();
-                return Err(LaunchError::Setup(format!(
-                    "cannot start the egress proxy: {e}"
-                )));
-            }
-        }
-        if signal_ready {
-            while let Ok(Some(info)) = sfd.read_signal() {
-                match Signal::try_from(info.ssi_signo as i32) {
-                    Ok(Signal::SIGWINCH) => {
-                        if let (Some(relay), Some(t)) = (relay.as_ref(), terminal.as_ref()) {
-                            relay.on_resize(t.plan);
-                        }
-                    }
-                    Ok(Signal::SIGCONT) => {
-                        if let Some(raw) = terminal.as_ref().and_then(|t| t.raw) {
-                            raw.reapply();
-                        }
-                    }
-                    // The workload is in a session of its own, so a signal the terminal sent to
-                    // this process group never reached it: init passes each one on, once.
-                    _ => {
-                        let _ = sys::pidfd_send_signal(init.pidfd.as_fd(), info.ssi_signo as i32);
-                    }
-                }
-            }
-        }
-        // Native: init's report says every process but init is gone, and init only exits after
-        // it. Its exit (the namespaces' teardown) is waited for at the session's end instead.
-        let ended = init.reports_the_end() && report.has_outcome();
-        if init_done || ended {
-            if init_done {
-                init.wait();
-            }
-            while report.read(sock) {}
-            // A sandbox that ended before its pty reached the relay (a quick command on a busy
-            // machine: one message is read per turn) still has its output in that pty.
-            if let (None, Some(master), Some(t)) =
-                (relay.as_ref(), report.tty.take(), terminal.as_ref())
-            {
-                relay = Some(Relay::new(master, t.plan));
-            }
-            if let Some(relay) = relay.as_mut() {
-                relay.drain();
-            }
-            break;
-        }
-    }
-    report.outcome()
-}
-
-/// One line for the developer on stderr; with the terminal in raw mode (the relay), `\r\n` ends it.
-fn say(line: &str, raw: bool) {
-    use std::io::Write as _;
-    let end = if raw { "\r\n" } else { "\n" };
-    let _ = write!(std::io::stderr(), "{line}{end}");
-}
-
-/// Adds `fd` to a poll set; its index there.
-fn push<'a>(
-    fds: &mut Vec<PollFd<'a>>,
-    fd: std::os::fd::BorrowedFd<'a>,
-    events: PollFlags,
-) -> Option<usize> {
-    fds.push(PollFd::new(fd, events));
-    Some(fds.len() - 1)
 }

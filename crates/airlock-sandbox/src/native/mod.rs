@@ -21,14 +21,20 @@ pub mod landlock;
 pub(crate) mod launch;
 mod net;
 mod notify;
+pub mod prestart;
 pub(crate) mod report;
 pub(crate) mod rootfs;
 pub mod seccomp;
 pub mod stage;
+mod supervise;
 pub(crate) mod sys;
 mod tty;
+mod workload;
 
 pub use child::SETUP_FAILED;
 pub use init::reap_ended;
-pub use launch::{Gates, LaunchError, NoGates, OOM_MARKER, Outcome, namespaces, run};
+pub use launch::{
+    Gates, LaunchError, NoGates, OOM_MARKER, Outcome, namespaces, run, run_prestarted,
+};
 pub use net::EGRESS_PORT;
+pub use prestart::Prestart;

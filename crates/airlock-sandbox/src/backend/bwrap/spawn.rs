@@ -117,7 +117,8 @@ pub(crate) fn start(
     }
 }
 
-fn memfd(name: &str, contents: &[u8]) -> Result<OwnedFd, LaunchError> {
+/// A memfd named `name` holding `contents`, read from its start.
+pub(crate) fn memfd(name: &str, contents: &[u8]) -> Result<OwnedFd, LaunchError> {
     use std::io::{Seek, Write};
     let name = std::ffi::CString::new(name).expect("no NUL");
     let fd = nix::sys::memfd::memfd_create(&name, nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC)

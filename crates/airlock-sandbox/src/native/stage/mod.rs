@@ -104,6 +104,30 @@ fn from_bytes<T: Copy>(bytes: &[u8]) -> T {
     unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
 }
 
+/// Reads and checks a plan [`encode`] wrote (the stage's, a prestarted init's): the spec and the
+/// [`ChildPlan`] made of it, with the tty and the descriptor limit. Any error ends init with an
+/// `E` on `sock`.
+pub(crate) fn read_plan(plan_fd: OwnedFd, sock: RawFd) -> (SandboxSpec, ChildPlan) {
+    let mut bytes = Vec::new();
+    if let Err(e) = std::fs::File::from(plan_fd)
+        .take(PLAN_CAP)
+        .read_to_end(&mut bytes)
+    {
+        child::die(sock, &format!("cannot read the sandbox's plan: {e}"));
+    }
+    let (spec, tty, limit) = match decode(&bytes) {
+        Ok(decoded) => decoded,
+        Err(e) => child::die(sock, &e),
+    };
+    let mut plan = match ChildPlan::new(&spec) {
+        Ok(plan) => plan,
+        Err(e) => child::die(sock, &e),
+    };
+    plan.tty = tty;
+    plan.fd_limit = limit;
+    (spec, plan)
+}
+
 /// The stage's entry point (the airlock binary called as [`STAGE_NAME`]).
 pub fn main() -> ! {
     // The supervisor blocked these before the clone in native; here bwrap's mask is whatever it
@@ -117,23 +141,7 @@ pub fn main() -> ! {
     let sock: RawFd = SOCK_FD;
     // SAFETY: bwrap was given the plan at PLAN_FD; nothing else in this process owns it.
     let plan_fd = unsafe { OwnedFd::from_raw_fd(PLAN_FD) };
-    let mut bytes = Vec::new();
-    if let Err(e) = std::fs::File::from(plan_fd)
-        .take(PLAN_CAP)
-        .read_to_end(&mut bytes)
-    {
-        child::die(sock, &format!("cannot read the stage's plan: {e}"));
-    }
-    let (spec, tty, limit) = match decode(&bytes) {
-        Ok(decoded) => decoded,
-        Err(e) => child::die(sock, &e),
-    };
-    let mut plan = match ChildPlan::new(&spec) {
-        Ok(plan) => plan,
-        Err(e) => child::die(sock, &e),
-    };
-    plan.tty = tty;
-    plan.fd_limit = limit;
+    let (spec, mut plan) = read_plan(plan_fd, sock);
     // bwrap made this process uid 0 of the namespace that owns the mounts (see render's --uid).
     plan.own_user_ns = Some((spec.uid, spec.gid));
     // SAFETY: pidfd_open of this process; the kernel returns a new descriptor or an error.

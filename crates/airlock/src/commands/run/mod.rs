@@ -51,15 +51,24 @@ pub fn launch(
     mut loaded: airlock_config::LoadedConfig,
     args: &RunArgs,
 ) -> anyhow::Result<i32> {
-    // A microVM takes its limits from sbx, not from a cgroup of this machine.
-    let microvm = airlock_sandbox::backend::choose(
+    let kind = airlock_sandbox::backend::choose(
         args.backend.map(crate::cli::BackendArg::kind),
         loaded.profile.backend,
         std::env::var_os("AIRLOCK_BACKEND").as_deref(),
-    ) == Ok(airlock_config::BackendKind::Sbx);
+    );
+    // A microVM takes its limits from sbx, not from a cgroup of this machine.
+    let microvm = kind == Ok(airlock_config::BackendKind::Sbx);
     if !args.plan_only() && !microvm {
         enter_scope_for_limits(paths, project, &loaded.profile.resources, args.verbose)?;
     }
+    // A native launch clones its init now, so the kernel makes the sandbox's namespaces while
+    // airlock plans it. One that cannot be made here is made (or refused, saying why) at launch.
+    let prestart = (!args.plan_only() && kind == Ok(airlock_config::BackendKind::Native))
+        .then(|| {
+            let network = network_arg(args).unwrap_or(loaded.profile.network);
+            native::Prestart::begin(network).ok()
+        })
+        .flatten();
     let Plan {
         facts,
         catalog,
@@ -96,7 +105,7 @@ pub fn launch(
         }
         None => None,
     };
-    let backend = backend_for(args, &loaded.profile, &view, project)?;
+    let backend = backend_for(args, &loaded.profile, &view, project, prestart)?;
     if args.render {
         // The redacted spec: what it names is shown as --print-spec shows it.
         match backend.render(&spec.redacted()) {
@@ -205,11 +214,7 @@ pub(crate) fn plan(
     }
     let request = RunRequest {
         argv: args.command.clone(),
-        network: args.network.map(|n| match n {
-            NetworkArg::Proxy => NetworkMode::Proxy,
-            NetworkArg::Host => NetworkMode::Host,
-            NetworkArg::None => NetworkMode::None,
-        }),
+        network: network_arg(args),
         allow_hosts: args.allow_hosts.clone(),
         deny_hosts: args.deny_hosts.clone(),
         publish: args.publish.clone(),
@@ -250,14 +255,24 @@ pub(crate) fn plan(
     })
 }
 
+/// `--network`, as the config names it.
+fn network_arg(args: &RunArgs) -> Option<NetworkMode> {
+    args.network.map(|n| match n {
+        NetworkArg::Proxy => NetworkMode::Proxy,
+        NetworkArg::Host => NetworkMode::Host,
+        NetworkArg::None => NetworkMode::None,
+    })
+}
+
 /// The backend of this launch (see [`airlock_sandbox::backend::choose`]), bwrap, the container
 /// engine and sbx resolved from PATH entries outside the project and every sandbox-writable
-/// directory.
+/// directory; native with `prestart`'s init when there is one.
 fn backend_for(
     args: &RunArgs,
     profile: &airlock_config::Profile,
     view: &airlock_tools::HostView,
     project: &Path,
+    prestart: Option<native::Prestart>,
 ) -> anyhow::Result<Box<dyn airlock_sandbox::backend::Backend>> {
     use airlock_sandbox::backend;
     let kind = backend::choose(
@@ -266,6 +281,9 @@ fn backend_for(
         std::env::var_os("AIRLOCK_BACKEND").as_deref(),
     )
     .map_err(anyhow::Error::msg)?;
+    if let (airlock_config::BackendKind::Native, Some(prestart)) = (kind, prestart) {
+        return Ok(Box::new(backend::Native::prestarted(prestart)));
+    }
     let bwrap = match kind {
         airlock_config::BackendKind::Bwrap => view.find_host_program("bwrap", project),
         _ => None,

@@ -34,6 +34,32 @@ pub fn signal_death_reraised(mode: &Mode) -> Outcome {
     Ok(())
 }
 
+/// `pid` and its descendants, each as `pid state cmdline`, for a failure message.
+fn process_tree(pid: u32) -> String {
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(pid) = todo.pop() {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat.rsplit_once(") ").map_or("?", |(_, rest)| &rest[..1]);
+        let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let shown = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        out.push(format!("{pid} {state} {}", shown.trim()));
+        for task in fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let children = fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            todo.extend(
+                children
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+    }
+    out.join("; ")
+}
+
 /// Starts `airlock run -- sh -c <script>` and waits until the workload has created `started`
 /// in the project. Returns the running airlock.
 fn start_workload(
@@ -154,18 +180,28 @@ pub fn leftovers_gone_at_exit(mode: &Mode) -> Outcome {
     let marker = format!("airlock-escape-leftover-{}", w.token);
     let started = w.project.join("started-leftover");
     let script = format!(
-        "sleep 1000 {marker}-job & setsid sleep 1000 {marker}-daemon & \
-         sh -c 'trap \"\" TERM HUP; sleep 1000 {marker}-stubborn; :' & \
+        "sh -c 'sleep 1000; :' {marker}-job & setsid sh -c 'sleep 1000; :' {marker}-daemon & \
+         sh -c 'trap \"\" TERM HUP; sleep 1000; :' {marker}-stubborn & \
          : > started-leftover; while [ ! -e stop-leftover ]; do sleep 0.05; done; exit 3"
     );
+    // Each background shell carries its name as its `$0`, its last argument (the NUL after it
+    // tells it from the script, which names it too).
+    let all_seen = || {
+        ["job", "daemon", "stubborn"]
+            .iter()
+            .all(|name| !pids_with_marker(&format!("{marker}-{name}\0")).is_empty())
+    };
     let mut airlock = start_workload(&mut w, &script, &started)?;
-    let seen = wait_until(CONDITION_DEADLINE, || pids_with_marker(&marker).len() >= 4);
+    let seen = wait_until(CONDITION_DEADLINE, all_seen);
     if !seen {
+        let status = airlock.try_wait().ok().flatten().map(status_text);
+        let tree = process_tree(airlock.id());
         let _ = airlock.kill();
         let _ = airlock.wait();
         return Err(fail(format!(
-            "control: the four background processes carrying {marker} were never seen from the \
-             host: {:?}",
+            "control: the background processes carrying {marker} were never all seen from the \
+             host (airlock {}; its processes: {tree}): {:?}",
+            status.unwrap_or_else(|| "running".into()),
             pids_with_marker(&marker)
         )));
     }
