@@ -2,8 +2,8 @@
 //! under them. Tests point it at a fixture home and a fixture `PATH`.
 
 use std::cell::{OnceCell, RefCell};
-use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::CString;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ffi::{CString, OsString};
 use std::fs;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -25,7 +25,9 @@ pub struct HostView {
     /// [`HostView::state`]s already read: each tool's config dirs are looked at by the plan, the
     /// mounts and the shell init of one launch, up to four times each, two `stat`s and an open
     /// per look.
-    states: RefCell<BTreeMap<PathBuf, PathState>>,
+    /// Keyed by the path's bytes: a map ordered by `Path` compares component by component, which
+    /// cost as much as the `stat`s themselves.
+    states: RefCell<HashMap<OsString, PathState>>,
     /// The `PATH` directories, each listed once and opened once: a lookup in one is then one
     /// `fstatat` of the name, not a walk of the whole path (a launch makes ~300, mostly misses).
     path_dirs: OnceCell<Arc<[PathDir]>>,
@@ -296,17 +298,19 @@ impl HostView {
     /// What is at `path`, symlinks followed; a dangling symlink and an unreadable path are told apart
     /// from a missing one, so `check` can report them and `plan` can skip them with a warning.
     pub fn state(&self, path: &Path) -> PathState {
-        if let Some(state) = self.states.borrow().get(path) {
+        if let Some(state) = self.states.borrow().get(path.as_os_str()) {
             return *state;
         }
         let state = Self::read_state(path);
-        self.states.borrow_mut().insert(path.to_owned(), state);
+        self.states
+            .borrow_mut()
+            .insert(path.as_os_str().to_owned(), state);
         state
     }
 
     /// Creates the directory `path` on the host, so later [`HostView::state`]s see it.
     pub fn create_dir(&self, path: &Path) -> std::io::Result<()> {
-        self.states.borrow_mut().remove(path);
+        self.states.borrow_mut().remove(path.as_os_str());
         fs::create_dir(path)
     }
 
