@@ -63,12 +63,17 @@ pub fn launch(
     }
     // A native launch clones its init now, so the kernel makes the sandbox's namespaces while
     // airlock plans it. One that cannot be made here is made (or refused, saying why) at launch.
-    let prestart = (!args.plan_only() && kind == Ok(airlock_config::BackendKind::Native))
-        .then(|| {
-            let network = network_arg(args).unwrap_or(loaded.profile.network);
-            native::Prestart::begin(network).ok()
-        })
-        .flatten();
+    // Not with `[sandbox.resources]`: the limits' cgroup takes controllers in the group airlock
+    // runs in, which must then hold no process but airlock (it moves itself into a leaf).
+    let limits = &loaded.profile.resources;
+    let unlimited = limits.memory.is_none() && limits.cpus_milli.is_none() && limits.pids.is_none();
+    let prestart =
+        (!args.plan_only() && unlimited && kind == Ok(airlock_config::BackendKind::Native))
+            .then(|| {
+                let network = network_arg(args).unwrap_or(loaded.profile.network);
+                native::Prestart::begin(network).ok()
+            })
+            .flatten();
     let Plan {
         facts,
         catalog,
