@@ -30,8 +30,14 @@ fn main() {
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
     // The namespaces airlock gives this spec.
     let flags = CloneFlags::from_bits_truncate(airlock_sandbox::native::namespaces(&spec));
-    // A root of its own, beside the spec's sources (which may be anywhere, /tmp included).
-    let root = std::env::temp_dir().join(format!("mount-floor-{}", std::process::id()));
+    // A root of its own, beside the spec's sources (which may be anywhere, /tmp included). The
+    // pivot moves this process's root too, so it cannot remove the directory afterwards: each
+    // run removes those of runs that have ended (a reused pid would find its name taken).
+    let tmp = std::env::temp_dir();
+    sweep_ended_roots(&tmp);
+    let root = tmp.join(format!("mount-floor-{}", std::process::id()));
+    // One with this pid is an ended run's, whose pid this process reuses.
+    let _ = fs::remove_dir(&root);
     fs::create_dir(&root).expect("the root's mount point");
     unshare(flags).expect("unshare");
     fs::write("/proc/self/setgroups", "deny").expect("setgroups");
@@ -47,6 +53,26 @@ fn main() {
                 Ok(WaitStatus::Exited(_, code)) => std::process::exit(code),
                 _ => std::process::exit(128),
             }
+        }
+    }
+}
+
+/// Removes the (empty) root directories of floor runs whose process is gone.
+fn sweep_ended_roots(tmp: &Path) {
+    let Ok(entries) = fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("mount-floor-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = fs::remove_dir(entry.path());
         }
     }
 }
