@@ -127,17 +127,7 @@ pub fn send(sock: RawFd, kind: u8, body: &[u8]) {
 
 /// Sends one message carrying a file descriptor (SCM_RIGHTS); `what` names it in the error.
 pub(super) fn send_fd(sock: RawFd, kind: u8, passed: RawFd, what: &str) {
-    let head = [kind];
-    let iov = [IoSlice::new(&head)];
-    let fds = [passed];
-    let cmsg = [nix::sys::socket::ControlMessage::ScmRights(&fds)];
-    if let Err(e) = nix::sys::socket::sendmsg::<()>(
-        sock,
-        &iov,
-        &cmsg,
-        nix::sys::socket::MsgFlags::empty(),
-        None,
-    ) {
+    if let Err(e) = super::sys::send_with_fd(sock, &[kind], passed) {
         die(sock, &format!("cannot hand {what} to the supervisor: {e}"));
     }
 }

@@ -14,7 +14,7 @@
 //! cloned with is never handed to it, and a starter that could not clone is not an error here:
 //! in both cases the launch clones a fresh init (and reports what fails, if it does).
 
-use std::os::fd::{AsRawFd, FromRawFd as _, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use nix::sys::signal::{SigSet, SigmaskHow, sigprocmask};
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
@@ -154,63 +154,26 @@ fn start(namespaces: libc::c_int, sock: OwnedFd) -> ! {
 
 /// `P`, init's pid, and its pidfd.
 fn report_started(sock: RawFd, pid: libc::pid_t, pidfd: &OwnedFd) {
-    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
     let mut head = vec![b'P'];
     head.extend_from_slice(&pid.to_le_bytes());
-    let fds = [pidfd.as_raw_fd()];
-    let _ = sendmsg::<()>(
-        sock,
-        &[std::io::IoSlice::new(&head)],
-        &[ControlMessage::ScmRights(&fds)],
-        MsgFlags::empty(),
-        None,
-    );
+    let _ = sys::send_with_fd(sock, &head, pidfd.as_raw_fd());
 }
 
 /// The starter's `P` report, already queued: init's pid and pidfd; `None` for anything else.
 fn receive_started(sock: RawFd) -> Option<(libc::pid_t, OwnedFd)> {
-    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
-    let mut buf = [0u8; 4096];
-    loop {
-        let mut cmsg = nix::cmsg_space!([RawFd; 1]);
-        let mut iov = [std::io::IoSliceMut::new(&mut buf)];
-        let flags = MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_DONTWAIT;
-        let msg = match recvmsg::<()>(sock, &mut iov, Some(&mut cmsg), flags) {
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return None,
-            Ok(msg) => msg,
-        };
-        let mut pidfd = None;
-        for c in msg.cmsgs().ok()? {
-            if let ControlMessageOwned::ScmRights(fds) = c {
-                // SAFETY: SCM_RIGHTS just installed these in this process; we own them.
-                pidfd = fds.first().map(|&fd| unsafe { OwnedFd::from_raw_fd(fd) });
-            }
-        }
-        let bytes = msg.bytes;
-        let head = buf.get(..bytes)?;
-        let pid = match head {
-            [b'P', a, b, c, d] => libc::pid_t::from_le_bytes([*a, *b, *c, *d]),
-            _ => return None,
-        };
-        return pidfd.map(|pidfd| (pid, pidfd));
+    let mut buf = [0u8; 64];
+    let (n, pidfd) =
+        sys::recv_with_fd(sock, &mut buf, nix::sys::socket::MsgFlags::MSG_DONTWAIT).ok()?;
+    match buf.get(..n)? {
+        [b'P', a, b, c, d] => Some((libc::pid_t::from_le_bytes([*a, *b, *c, *d]), pidfd?)),
+        _ => None,
     }
 }
 
 /// `G`, with the plan in a memfd.
 fn send_plan(sock: &OwnedFd, plan: &[u8]) -> Result<(), LaunchError> {
-    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
     let memfd = crate::backend::bwrap::spawn::memfd("airlock-plan", plan)?;
-    let fds = [memfd.as_raw_fd()];
-    sendmsg::<()>(
-        sock.as_raw_fd(),
-        &[std::io::IoSlice::new(&[child::GO])],
-        &[ControlMessage::ScmRights(&fds)],
-        MsgFlags::empty(),
-        None,
-    )
-    .map(drop)
-    .map_err(|e| LaunchError::Start(e.into()))
+    sys::send_with_fd(sock.as_raw_fd(), &[child::GO], memfd.as_raw_fd()).map_err(LaunchError::Start)
 }
 
 /// A prestarted init's entry point: cloned before its sandbox was planned, it waits for `G` with its plan (a memfd: the tty, the descriptor limit, the spec, as the bwrap
@@ -228,28 +191,7 @@ pub(super) fn init_main(sock: OwnedFd) -> ! {
 
 /// `G` and the plan's descriptor from the supervisor; `None` for anything else (its end).
 fn wait_for_plan(sock: RawFd) -> Option<OwnedFd> {
-    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
-    loop {
-        let mut byte = [0u8; 1];
-        let mut cmsg = nix::cmsg_space!([RawFd; 1]);
-        let mut iov = [std::io::IoSliceMut::new(&mut byte)];
-        let msg = match recvmsg::<()>(sock, &mut iov, Some(&mut cmsg), MsgFlags::MSG_CMSG_CLOEXEC) {
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return None,
-            Ok(msg) => msg,
-        };
-        let mut passed = None;
-        if let Ok(cmsgs) = msg.cmsgs() {
-            for c in cmsgs {
-                if let ControlMessageOwned::ScmRights(fds) = c {
-                    // SAFETY: SCM_RIGHTS just installed these in this process; we own them.
-                    passed = fds
-                        .first()
-                        .map(|&fd| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
-                }
-            }
-        }
-        let go = msg.bytes == 1 && byte[0] == child::GO;
-        return passed.filter(|_| go);
-    }
+    let mut byte = [0u8; 1];
+    let (n, plan) = sys::recv_with_fd(sock, &mut byte, nix::sys::socket::MsgFlags::empty()).ok()?;
+    plan.filter(|_| n == 1 && byte[0] == child::GO)
 }

@@ -331,6 +331,53 @@ pub fn close_detached(fd: OwnedFd) -> io::Result<()> {
     Ok(())
 }
 
+/// Sends `head` with the descriptor `fd` (SCM_RIGHTS) as one message on the launch socket.
+pub(crate) fn send_with_fd(sock: RawFd, head: &[u8], fd: RawFd) -> io::Result<()> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    let fds = [fd];
+    sendmsg::<()>(
+        sock,
+        &[io::IoSlice::new(head)],
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::empty(),
+        None,
+    )
+    .map(drop)
+    .map_err(io::Error::from)
+}
+
+/// Receives one message into `buf` and the descriptor it carried, if any (close-on-exec); its
+/// length, 0 at the other end's close. EINTR is retried.
+pub(crate) fn recv_with_fd(
+    sock: RawFd,
+    buf: &mut [u8],
+    flags: nix::sys::socket::MsgFlags,
+) -> io::Result<(usize, Option<OwnedFd>)> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    loop {
+        let mut cmsg = nix::cmsg_space!([RawFd; 1]);
+        let mut iov = [io::IoSliceMut::new(buf)];
+        let msg = match recvmsg::<()>(
+            sock,
+            &mut iov,
+            Some(&mut cmsg),
+            flags | MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+            Ok(msg) => msg,
+        };
+        let mut passed = None;
+        for c in msg.cmsgs().map_err(io::Error::from)? {
+            if let ControlMessageOwned::ScmRights(fds) = c {
+                // SAFETY: SCM_RIGHTS just installed these in this process; we own them.
+                passed = fds.first().map(|&fd| unsafe { OwnedFd::from_raw_fd(fd) });
+            }
+        }
+        return Ok((msg.bytes, passed));
+    }
+}
+
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: pipe2 writes two descriptors into the local array.
