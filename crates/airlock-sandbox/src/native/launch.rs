@@ -150,13 +150,7 @@ pub(crate) fn run_with(
     let _ = std::fs::remove_file(spec.state_root.join(OOM_MARKER));
     plan.fd_limit = creds::raise_fd_limit();
     plan.tty = TtyPlan::detect();
-    let (parent_end, child_end) = socketpair(
-        AddressFamily::Unix,
-        SockType::SeqPacket,
-        None,
-        SockFlag::SOCK_CLOEXEC,
-    )
-    .map_err(|e| LaunchError::Start(e.into()))?;
+    let (parent_end, child_end) = launch_socket()?;
 
     let mut previous = SigSet::empty();
     sigprocmask(
@@ -190,6 +184,17 @@ pub(crate) fn run_with(
     }
     let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&previous), None);
     result
+}
+
+/// The launch socket: the supervisor's end and init's (`SOCK_SEQPACKET`, one message per report).
+pub(super) fn launch_socket() -> Result<(OwnedFd, OwnedFd), LaunchError> {
+    socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(|e| LaunchError::Start(e.into()))
 }
 
 /// What the supervisor blocks while it supervises (its signalfd takes them), and what init starts

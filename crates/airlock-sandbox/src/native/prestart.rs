@@ -17,7 +17,6 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use nix::sys::signal::{SigSet, SigmaskHow, sigprocmask};
-use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 
 use super::child;
 use super::creds::DroppedGroups;
@@ -41,13 +40,7 @@ impl Prestart {
     ///
     /// Must be called while the process is single-threaded.
     pub fn begin(network: NetworkMode) -> Result<Prestart, LaunchError> {
-        let (sock, child_end) = socketpair(
-            AddressFamily::Unix,
-            SockType::SeqPacket,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )
-        .map_err(|e| LaunchError::Start(e.into()))?;
+        let (sock, child_end) = launch::launch_socket()?;
         let namespaces = launch::namespaces_for(network);
         let ids = (
             nix::unistd::getuid().as_raw(),
