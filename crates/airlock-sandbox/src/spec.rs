@@ -256,6 +256,16 @@ impl SandboxSpec {
         shown
     }
 
+    /// The spec without its mount operations (and their origins): what a sandbox's init needs
+    /// once its root is built.
+    pub fn without_mounts(&self) -> SandboxSpec {
+        SandboxSpec {
+            mounts: Vec::new(),
+            mount_origins: BTreeMap::new(),
+            ..self.clone()
+        }
+    }
+
     /// Whether `path`, a host path under `home`, shows inside: a mount other than the synthetic
     /// home's own covers it, or the sandbox's home already has it.
     pub fn shows_home_path(&self, home: &std::path::Path, path: &std::path::Path) -> bool {

@@ -187,6 +187,12 @@ pub(super) fn build_and_init(plan: &ChildPlan, fd: RawFd) -> ! {
     if let Err(e) = rootfs::build(&plan.mounts, &plan.hostname, plan.tmpfs_size.as_deref()) {
         die(fd, &e.to_string());
     }
+    init_in_root(plan, fd)
+}
+
+/// In the sandbox's root (built after `G`, or ahead of it): bring up the network, hand over the
+/// egress listener, act as init.
+pub(super) fn init_in_root(plan: &ChildPlan, fd: RawFd) -> ! {
     if plan.network != NetworkMode::Host
         && let Err(e) = net::loopback_up()
     {

@@ -239,10 +239,24 @@ fn clone_and_wait(
     start: Start<'_>,
     slot: &mut Option<Init>,
 ) -> Result<Outcome, LaunchError> {
+    let mut record = None;
     let (prestarted, start) = match start {
         Start::Prestarted(prestart) => {
-            let encoded = super::stage::encode(spec, plan.tty.as_ref(), plan.fd_limit);
-            (prestart.take_for(spec, &encoded)?, Start::Clone)
+            let encode = |built: bool| {
+                // Init has the root already: the mounts are not sent again.
+                let light;
+                let sent = match built {
+                    true => {
+                        light = spec.without_mounts();
+                        &light
+                    }
+                    false => spec,
+                };
+                super::stage::encode(sent, plan.tty.as_ref(), plan.fd_limit)
+            };
+            let taken = prestart.take_for(spec, encode)?;
+            record = taken.record;
+            (taken.init, Start::Clone)
         }
         other => (None, other),
     };
@@ -291,6 +305,10 @@ fn clone_and_wait(
         return Err(LaunchError::Setup(e));
     }
     send_go(&parent_end, child::RUN, init)?;
+    // While the workload starts on the other CPU.
+    if let Some(record) = record {
+        record.save();
+    }
     let index = spec.hide.as_ref().map(|h| h.index.as_path());
     let terminal = plan.tty.as_ref().map(|plan| Terminal { plan, raw });
     for warning in ports.warnings() {

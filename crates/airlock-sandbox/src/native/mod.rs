@@ -12,6 +12,7 @@ pub mod caps;
 pub mod cgroup;
 mod child;
 pub(crate) use child::send;
+pub mod ahead;
 mod creds;
 #[cfg(test)]
 mod forked;

@@ -14,15 +14,18 @@
 //! cloned with is never handed to it, and a starter that could not clone is not an error here:
 //! in both cases the launch clones a fresh init (and reports what fails, if it does).
 
+use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::PathBuf;
 
 use nix::sys::signal::{SigSet, SigmaskHow, sigprocmask};
 
-use super::child;
 use super::creds::DroppedGroups;
 use super::init::Init;
 use super::launch::{self, LaunchError};
 use super::sys::{self, Cloned};
+use super::{ahead, child};
 use crate::spec::SandboxSpec;
 use airlock_config::NetworkMode;
 
@@ -32,6 +35,8 @@ pub struct Prestart {
     pending: Option<(libc::pid_t, OwnedFd)>,
     namespaces: libc::c_int,
     ids: (u32, u32),
+    /// The project's record of its root ([`ahead`]), when the launch keeps one.
+    record: Option<PathBuf>,
 }
 
 impl Prestart {
@@ -39,13 +44,20 @@ impl Prestart {
     /// this user. Returns at once.
     ///
     /// Must be called while the process is single-threaded.
-    pub fn begin(network: NetworkMode) -> Result<Prestart, LaunchError> {
+    ///
+    /// `record` is the project's record of its last root ([`ahead`]): when it says so, init
+    /// builds that root while airlock plans.
+    pub fn begin(network: NetworkMode, record: Option<PathBuf>) -> Result<Prestart, LaunchError> {
         let (sock, child_end) = launch::launch_socket()?;
+        let record_c = record
+            .as_deref()
+            .and_then(|p| CString::new(p.as_os_str().as_bytes()).ok());
         let namespaces = launch::namespaces_for(network);
         let ids = (
             nix::unistd::getuid().as_raw(),
             nix::unistd::getgid().as_raw(),
         );
+        let cpus = Cpus::now();
         // Init starts with the signals a supervisor passes on blocked, as a launch's init does
         // (its signalfd takes them); this process gets its own mask back at once.
         let mut previous = SigSet::empty();
@@ -58,11 +70,19 @@ impl Prestart {
         // SAFETY: the caller is single-threaded; the starter only clones, reports and exits.
         let starter = unsafe { libc::fork() };
         if starter == 0 {
-            // SAFETY: the starter's copy of airlock's end; init must not hold it.
-            unsafe { libc::close(sock.as_raw_fd()) };
-            start(namespaces, child_end)
+            start(
+                namespaces,
+                ids,
+                &sock,
+                child_end,
+                record_c.as_deref(),
+                &cpus,
+            )
         }
         let forked = std::io::Error::last_os_error();
+        if starter > 0 {
+            cpus.run_elsewhere(starter);
+        }
         let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&previous), None);
         if starter < 0 {
             return Err(LaunchError::Start(forked));
@@ -71,63 +91,104 @@ impl Prestart {
             pending: Some((starter, sock)),
             namespaces,
             ids,
+            record,
         })
     }
 
     /// Init and its launch socket, its id maps written and `G` sent with the plan, if `spec` is
-    /// what init was cloned for and the starter cloned it; else `None`, and init is gone.
+    /// what init was cloned for and the starter cloned it; else `None`, and init is gone. A root
+    /// init built ahead is used when it is `spec`'s ([`ahead::Report::confirms`]); when it is
+    /// not, init is killed and `None` returned too. With the record to write back once the
+    /// workload may run.
     pub(super) fn take_for(
         mut self,
         spec: &SandboxSpec,
-        plan: &[u8],
-    ) -> Result<Option<(Init, OwnedFd)>, LaunchError> {
-        let Some((mut init, sock)) = self.started() else {
-            return Ok(None);
+        plan: impl FnOnce(bool) -> Vec<u8>,
+    ) -> Result<Taken, LaunchError> {
+        let planned = self
+            .record
+            .is_some()
+            .then(|| ahead::root_bytes(spec))
+            .flatten();
+        let record = self.record.take();
+        let taken = |init, outcome| Taken {
+            init,
+            record: record.map(|path| ahead::Record::new(path, planned.clone(), outcome)),
+        };
+        let Some((mut init, sock, started)) = self.started() else {
+            return Ok(taken(None, None));
         };
         if launch::namespaces(spec) != self.namespaces || (spec.uid, spec.gid) != self.ids {
             init.kill();
-            return Ok(None);
+            return Ok(taken(None, None));
         }
-        let sent = launch::write_id_maps(init.pid, spec.uid, spec.gid)
-            .and_then(|()| send_plan(&sock, plan));
-        if let Err(e) = sent {
+        let outcome = started
+            .ahead
+            .then(|| ahead::Report::receive(sock.as_raw_fd()).confirms(spec, planned.as_deref()));
+        if let Some(Err(_)) = &outcome {
+            // Not this launch's root: a fresh init builds it.
+            init.kill();
+            return Ok(taken(None, outcome));
+        }
+        let built = outcome.is_some();
+        let maps = match started.maps {
+            true => Ok(()),
+            false => launch::write_id_maps(init.pid, spec.uid, spec.gid),
+        };
+        if let Err(e) = maps.and_then(|()| send_plan(&sock, &plan(built))) {
             init.kill();
             return Err(e);
         }
-        Ok(Some((init, sock)))
+        Ok(taken(Some((init, sock)), outcome))
     }
 
     /// Init as the starter reported it: the starter is waited for first (it reports before it
     /// exits), so a starter that died without a word leaves no read waiting on init's end.
-    fn started(&mut self) -> Option<(Init, OwnedFd)> {
+    fn started(&mut self) -> Option<(Init, OwnedFd, Started)> {
         let (starter, sock) = self.pending.take()?;
         let mut status = 0;
         // SAFETY: waits for the starter forked above, this process's child.
         while unsafe { libc::waitpid(starter, &mut status, 0) } < 0
             && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
         {}
-        let (pid, pidfd) = receive_started(sock.as_raw_fd())?;
+        let (started, pidfd) = receive_started(sock.as_raw_fd())?;
         let init = Init {
-            pid,
+            pid: started.pid,
             pidfd,
             bwrap: None,
             waited: false,
         };
-        Some((init, sock))
+        Some((init, sock, started))
     }
+}
+
+/// What [`Prestart::take_for`] hands the launch.
+pub(super) struct Taken {
+    /// Init and the launch socket, `G` sent; `None`: the launch clones a fresh init.
+    pub init: Option<(Init, OwnedFd)>,
+    /// The project's record of its root, to write back.
+    pub record: Option<ahead::Record>,
 }
 
 impl Drop for Prestart {
     fn drop(&mut self) {
-        if let Some((mut init, _)) = self.started() {
+        if let Some((mut init, _, _)) = self.started() {
             init.kill();
         }
     }
 }
 
-/// The starter: clone init as airlock's child into `namespaces`, report its pid and pidfd (`P`)
-/// on `sock` and exit; or report why not (`E`).
-fn start(namespaces: libc::c_int, sock: OwnedFd) -> ! {
+/// The starter: clone init as airlock's child into `namespaces`, write its id maps (`ids` onto
+/// themselves), hand it the root `record` says to build ahead (`A`, on airlock's end `ours`),
+/// report its pid and pidfd (`P`) on init's end `sock` and exit; or report why not (`E`).
+fn start(
+    namespaces: libc::c_int,
+    ids: (u32, u32),
+    ours: &OwnedFd,
+    sock: OwnedFd,
+    record: Option<&CStr>,
+    cpus: &Cpus,
+) -> ! {
     let fd = sock.as_raw_fd();
     // Dropped for good: the starter only clones and exits.
     if let Err(e) = DroppedGroups::for_clone() {
@@ -135,9 +196,21 @@ fn start(namespaces: libc::c_int, sock: OwnedFd) -> ! {
     }
     // SAFETY: the starter is single-threaded (a fork of a single-threaded process).
     match unsafe { sys::clone_process(namespaces | libc::CLONE_PARENT) } {
-        Ok(Cloned::Child) => init_main(sock),
+        Ok(Cloned::Child) => {
+            // SAFETY: init's copy of airlock's end; closing it is all this does.
+            unsafe { libc::close(ours.as_raw_fd()) };
+            init_main(sock)
+        }
         Ok(Cloned::Parent { pid, pidfd }) => {
-            report_started(fd, pid, &pidfd);
+            cpus.restore(pid);
+            let maps = launch::write_id_maps(pid, ids.0, ids.1).is_ok();
+            // Without its id maps init could not open the user's files: no root ahead.
+            let ahead = maps
+                && record.and_then(ahead::open_for_build).is_some_and(|file| {
+                    sys::send_with_fd(ours.as_raw_fd(), &[AHEAD], file.as_raw_fd()).is_ok()
+                });
+            let started = Started { pid, maps, ahead };
+            let _ = sys::send_with_fd(fd, &started.encode(), pidfd.as_raw_fd());
             // SAFETY: _exit skips destructors, as every early exit after a fork does.
             unsafe { libc::_exit(0) }
         }
@@ -145,20 +218,78 @@ fn start(namespaces: libc::c_int, sock: OwnedFd) -> ! {
     }
 }
 
-/// `P`, init's pid, and its pidfd.
-fn report_started(sock: RawFd, pid: libc::pid_t, pidfd: &OwnedFd) {
-    let mut head = vec![b'P'];
-    head.extend_from_slice(&pid.to_le_bytes());
-    let _ = sys::send_with_fd(sock, &head, pidfd.as_raw_fd());
+/// The CPUs airlock may run on, and the one it runs on now.
+///
+/// A forked process starts on its parent's CPU, and the scheduler here left the starter waiting
+/// there behind airlock for ~2 ms while the other CPU idled: it then made the namespaces while
+/// airlock waited. So the starter is placed on another CPU of airlock's set; init, which it
+/// clones there (and which builds the root ahead there), gets the whole set back.
+struct Cpus {
+    allowed: Option<nix::sched::CpuSet>,
+    now: Option<usize>,
 }
 
-/// The starter's `P` report, already queued: init's pid and pidfd; `None` for anything else.
-fn receive_started(sock: RawFd) -> Option<(libc::pid_t, OwnedFd)> {
+impl Cpus {
+    fn now() -> Cpus {
+        // SAFETY: sched_getcpu has no preconditions.
+        let now = usize::try_from(unsafe { libc::sched_getcpu() }).ok();
+        let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok();
+        Cpus { allowed, now }
+    }
+
+    /// Moves `pid` to another CPU of the set; nothing when there is none.
+    fn run_elsewhere(&self, pid: libc::pid_t) {
+        let (Some(allowed), Some(now)) = (&self.allowed, self.now) else {
+            return;
+        };
+        let other = (0..nix::sched::CpuSet::count())
+            .find(|&cpu| cpu != now && allowed.is_set(cpu).unwrap_or(false));
+        let mut one = nix::sched::CpuSet::new();
+        if let Some(cpu) = other
+            && one.set(cpu).is_ok()
+        {
+            let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(pid), &one);
+        }
+    }
+
+    /// Gives `pid` the whole set back.
+    fn restore(&self, pid: libc::pid_t) {
+        if let Some(allowed) = &self.allowed {
+            let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(pid), allowed);
+        }
+    }
+}
+
+/// The starter's `P` report: init's pid, whether its id maps are written, and whether it builds
+/// a root ahead.
+struct Started {
+    pid: libc::pid_t,
+    maps: bool,
+    ahead: bool,
+}
+
+impl Started {
+    fn encode(&self) -> [u8; 6] {
+        let [a, b, c, d] = self.pid.to_le_bytes();
+        let flags = u8::from(self.maps) | u8::from(self.ahead) << 1;
+        [b'P', a, b, c, d, flags]
+    }
+}
+
+/// The starter's `P` report, already queued, and init's pidfd; `None` for anything else.
+fn receive_started(sock: RawFd) -> Option<(Started, OwnedFd)> {
     let mut buf = [0u8; 64];
     let (n, pidfd) =
         sys::recv_with_fd(sock, &mut buf, nix::sys::socket::MsgFlags::MSG_DONTWAIT).ok()?;
     match buf.get(..n)? {
-        [b'P', a, b, c, d] => Some((libc::pid_t::from_le_bytes([*a, *b, *c, *d]), pidfd?)),
+        [b'P', a, b, c, d, flags] => Some((
+            Started {
+                pid: libc::pid_t::from_le_bytes([*a, *b, *c, *d]),
+                maps: flags & 1 != 0,
+                ahead: flags & 2 != 0,
+            },
+            pidfd?,
+        )),
         _ => None,
     }
 }
@@ -169,22 +300,39 @@ fn send_plan(sock: &OwnedFd, plan: &[u8]) -> Result<(), LaunchError> {
     sys::send_with_fd(sock.as_raw_fd(), &[child::GO], memfd.as_raw_fd()).map_err(LaunchError::Start)
 }
 
-/// A prestarted init's entry point: cloned before its sandbox was planned, it waits for `G` with its plan (a memfd: the tty, the descriptor limit, the spec, as the bwrap
-/// stage gets it), then goes on as [`child::main`] does.
+/// The starter's message to init: build the root of the record it carries ahead.
+const AHEAD: u8 = b'A';
+
+/// A prestarted init's entry point: cloned before its sandbox was planned, it builds the root
+/// ahead when the starter hands it a record (`A`), waits for `G` with its plan (a memfd: the tty,
+/// the descriptor limit, the spec, as the bwrap stage gets it), then goes on as [`child::main`]
+/// does, its root already built when it was built ahead.
 pub(super) fn init_main(sock: OwnedFd) -> ! {
     let fd = sock.as_raw_fd();
     child::detach(fd);
-    let Some(plan_fd) = wait_for_plan(fd) else {
-        // SAFETY: as in die(): the supervisor is gone or gave this init up.
-        unsafe { libc::_exit(child::SETUP_FAILED) }
+    let mut built = false;
+    let plan_fd = loop {
+        match next_message(fd) {
+            Some((AHEAD, file)) if !built => {
+                ahead::build(file, fd);
+                built = true;
+            }
+            Some((child::GO, plan)) => break plan,
+            // SAFETY: as in die(): the supervisor is gone or gave this init up.
+            _ => unsafe { libc::_exit(child::SETUP_FAILED) },
+        }
     };
     let (_, plan) = super::stage::read_plan(plan_fd, fd);
+    if built {
+        child::init_in_root(&plan, fd)
+    }
     child::build_and_init(&plan, fd)
 }
 
-/// `G` and the plan's descriptor from the supervisor; `None` for anything else (its end).
-fn wait_for_plan(sock: RawFd) -> Option<OwnedFd> {
+/// One byte and the descriptor it carries from the launch socket; `None` for anything else (the
+/// supervisor's end).
+fn next_message(sock: RawFd) -> Option<(u8, OwnedFd)> {
     let mut byte = [0u8; 1];
-    let (n, plan) = sys::recv_with_fd(sock, &mut byte, nix::sys::socket::MsgFlags::empty()).ok()?;
-    plan.filter(|_| n == 1 && byte[0] == child::GO)
+    let (n, fd) = sys::recv_with_fd(sock, &mut byte, nix::sys::socket::MsgFlags::empty()).ok()?;
+    fd.filter(|_| n == 1).map(|fd| (byte[0], fd))
 }

@@ -47,6 +47,7 @@ pub use inventory::{
     lock_idle, prune,
 };
 use locks::{count_live_sessions, create_session_file, flock, open_name_lock, try_flock};
+pub(crate) use prepare::replace_file;
 pub use prepare::{OverlayLease, lease_overlays, prepare};
 
 const METADATA_FILE: &str = "sandbox.json";

@@ -118,6 +118,11 @@ fn ignore_missing(e: io::Error) -> io::Result<()> {
 
 /// Writes `bytes` to a temp file beside `path`, then renames (or, with `keep_existing`, hard-links)
 /// it into place, so no reader ever sees half a file.
+/// Replaces `path` with `bytes` at once: a reader sees the old file or the new one.
+pub(crate) fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+    replace(path, bytes, false)
+}
+
 fn replace(path: &Path, bytes: &[u8], keep_existing: bool) -> Result<(), StateError> {
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
     let _ = fs::remove_file(&tmp);

@@ -67,12 +67,13 @@ fn relative(path: &Path) -> io::Result<CString> {
 }
 
 /// Builds the new root and pivots into it. Afterwards the host tree is gone from this mount namespace.
-/// `tmpfs_size`: the `size=` of every writable tmpfs made for the sandbox (bytes).
+/// `tmpfs_size`: the `size=` of every writable tmpfs made for the sandbox (bytes). Returns the
+/// device and inode of each bind's source, in order (what `ahead` checks a root built ahead by).
 pub fn build(
     mounts: &[MountOp],
     hostname: &str,
     tmpfs_size: Option<&CStr>,
-) -> Result<(), SetupError> {
+) -> Result<Vec<(u64, u64)>, SetupError> {
     let root = Path::new("/");
     mount(
         None::<&str>,
@@ -117,8 +118,11 @@ pub fn build(
     let new = open_dir(c"/newroot").map_err(fail("cannot open", newroot))?;
     let base_fd = open_dir(c"/").map_err(fail("cannot open", root))?;
 
+    let mut sources = Vec::new();
     for op in mounts {
-        apply(op, old.as_fd(), new.as_fd(), base_fd.as_fd(), tmpfs_size)?;
+        if let Some(id) = apply(op, old.as_fd(), new.as_fd(), base_fd.as_fd(), tmpfs_size)? {
+            sources.push(id);
+        }
     }
 
     // Nothing may be created at the top of the sandbox's root.
@@ -135,7 +139,7 @@ pub fn build(
 
     nix::unistd::sethostname(hostname)
         .map_err(|e| fail("cannot set the hostname to", Path::new(hostname))(e.into()))?;
-    Ok(())
+    Ok(sources)
 }
 
 fn open_dir(path: &CStr) -> io::Result<OwnedFd> {
@@ -154,19 +158,20 @@ fn open_dir(path: &CStr) -> io::Result<OwnedFd> {
 }
 
 /// Performs one operation; `base` is the base tmpfs, which holds the empty file masks are made of.
+/// A bind's source's device and inode are returned.
 fn apply(
     op: &MountOp,
     old: BorrowedFd<'_>,
     new: BorrowedFd<'_>,
     base: BorrowedFd<'_>,
     tmpfs_size: Option<&CStr>,
-) -> Result<(), SetupError> {
-    match op {
+) -> Result<Option<(u64, u64)>, SetupError> {
+    let done = match op {
         MountOp::Bind {
             source,
             target,
             writable,
-        } => bind(old, new, source, target, *writable),
+        } => return bind(old, new, source, target, *writable).map(Some),
         MountOp::Tmpfs { target, writable } => {
             let mode: &CStr = if *writable { c"1777" } else { c"0755" };
             let mut options = vec![(c"mode", mode)];
@@ -185,7 +190,9 @@ fn apply(
             }
             attach(new, &fs, target, true)
         }
-        MountOp::MaskFile { target } => bind(base, new, Path::new("/empty"), target, false),
+        MountOp::MaskFile { target } => {
+            bind(base, new, Path::new("/empty"), target, false).map(drop)
+        }
         MountOp::Symlink { target, link_to } => symlink(new, link_to, target),
         MountOp::Proc { target } => {
             let fs = sys::new_fs(
@@ -203,29 +210,33 @@ fn apply(
             upper,
         } => overlay(old, new, base, lower, target, upper),
         MountOp::CopyFile { source, target } => copy_file(old, new, base, source, target),
-    }
+    };
+    done.map(|()| None)
 }
 
+/// Binds `source` (beneath `old`) on `target` (beneath `new`); returns the source's device and
+/// inode.
 fn bind(
     old: BorrowedFd<'_>,
     new: BorrowedFd<'_>,
     source: &Path,
     target: &Path,
     writable: bool,
-) -> Result<(), SetupError> {
+) -> Result<(u64, u64), SetupError> {
     let rel = relative(source).map_err(fail("invalid mount source", source))?;
     let src = sys::openat2(old, &rel, libc::O_PATH, sys::RESOLVE_IN_ROOT)
         .map_err(fail("cannot open mount source", source))?;
-    let is_dir = nix::sys::stat::fstat(src.as_raw_fd())
-        .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+    let st = nix::sys::stat::fstat(src.as_raw_fd())
         .map_err(|e| fail("cannot stat mount source", source)(e.into()))?;
+    let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
     let tree = sys::clone_tree(src.as_fd(), true).map_err(fail("cannot bind", source))?;
     if !writable {
         // mount_setattr only adds RDONLY: the flags the host locked (nosuid, nodev, ...) stay as they were.
         sys::set_attr(tree.as_fd(), sys::MOUNT_ATTR_RDONLY, 0, true)
             .map_err(fail("cannot make read-only the bind of", source))?;
     }
-    attach(new, &tree, target, is_dir)
+    attach(new, &tree, target, is_dir)?;
+    Ok((st.st_dev, st.st_ino))
 }
 
 /// Moves the detached mount `tree` onto `target` beneath the new root, creating the mount point.

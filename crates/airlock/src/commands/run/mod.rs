@@ -71,7 +71,9 @@ pub fn launch(
         (!args.plan_only() && unlimited && kind == Ok(airlock_config::BackendKind::Native))
             .then(|| {
                 let network = network_arg(args).unwrap_or(loaded.profile.network);
-                native::Prestart::begin(network).ok()
+                // The project's record of its last root: init builds it ahead when it may.
+                let state_root = paths.sandboxes_dir().join(state::sandbox_name(project));
+                native::Prestart::begin(network, Some(native::ahead::path_in(&state_root))).ok()
             })
             .flatten();
     let Plan {

@@ -4,6 +4,7 @@
 
 use crate::harness::{Mode, Outcome};
 
+mod ahead;
 mod files;
 mod host_objects;
 mod host_trust;
@@ -234,6 +235,14 @@ pub const CASES: &[Case] = &[
     Case {
         name: "leftovers-gone-at-exit",
         run: lifecycle::leftovers_gone_at_exit,
+    },
+    Case {
+        name: "ahead-record-tampered",
+        run: ahead::record_tampered,
+    },
+    Case {
+        name: "ahead-source-rewritten",
+        run: ahead::source_rewritten,
     },
     Case {
         name: "command-not-found-127",

@@ -1,0 +1,340 @@
+//! The root built ahead: a prestarted init builds the sandbox's root from the root its project's
+//! last launch had, while airlock plans this one; the launch uses it only if it is the same root.
+//!
+//! The root's build (~3 ms here) is the largest step after the plan, and a project's root rarely
+//! changes between launches. So each prestarted launch records the part of its plan the root's
+//! build reads ([`root_bytes`]: the mount operations, the hostname, the tmpfs size) in the
+//! project's state directory, which only airlock writes. The next launch's starter hands that
+//! record to init, which builds the root from it before airlock has planned, and then reports the
+//! record's SHA-256 and, for every bind, the device and inode of the source it bound (`B`).
+//!
+//! Airlock uses that root only if both hold ([`Report::confirms`]):
+//! - the record is byte for byte the root this launch planned (its hash), and
+//! - every bind's source is still the file airlock finds at that path now, after the plan and the
+//!   session's prepare steps. A source replaced after init bound it (a generated file rewritten,
+//!   a directory swapped for a link) would otherwise be seen in its old form.
+//!
+//! Anything else kills init and clones a fresh one, which builds the root from this launch's plan
+//! as every launch did before. Nothing of the sandbox runs before airlock's `G`, so a root built
+//! from a stale or tampered record is never used: it only cost init's time on the other CPU.
+//!
+//! The record carries whether the next launch should build ahead ([`Ahead`]): not after a root
+//! that differed from the record (a config changed, or one whose socket directory is named per
+//! session, which would differ every time) until a launch plans the recorded root again, and not
+//! after one whose sources changed under it, until the root itself changes. Roots with overlays or
+//! file copies are never built ahead: an overlay's upper directory may be another session's, and
+//! a copy would be of the file before the prepare steps wrote it.
+
+use std::io::Read as _;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::{child, rootfs, sys};
+use crate::spec::{MountOp, SandboxSpec};
+
+/// The record's file in the project's state directory.
+pub const FILE: &str = "root-ahead";
+
+/// The largest record a starter hands on: a root of thousands of mounts is still far below.
+const RECORD_CAP: u64 = 1 << 20;
+
+/// The message init sends after building ahead.
+pub(super) const BUILT: u8 = b'B';
+
+/// What the next launch does with the record, its first byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ahead {
+    /// Build the root ahead.
+    Build,
+    /// Not: the last launch planned another root than the record's. Armed again when a launch
+    /// plans the recorded root.
+    Changed,
+    /// Not: the last root built ahead bound files that had been replaced by the launch's check.
+    /// Armed again only when the root changes.
+    Moved,
+}
+
+impl Ahead {
+    fn byte(self) -> u8 {
+        match self {
+            Ahead::Build => b'1',
+            Ahead::Changed => b'0',
+            Ahead::Moved => b'-',
+        }
+    }
+
+    fn from_byte(byte: u8) -> Option<Ahead> {
+        match byte {
+            b'1' => Some(Ahead::Build),
+            b'0' => Some(Ahead::Changed),
+            b'-' => Some(Ahead::Moved),
+            _ => None,
+        }
+    }
+}
+
+/// The part of a spec the root's build reads.
+#[derive(Serialize)]
+struct RootRef<'a> {
+    mounts: &'a [MountOp],
+    hostname: &'a str,
+    tmpfs_bytes: u64,
+}
+
+/// [`RootRef`] as init reads it back.
+#[derive(Deserialize)]
+struct Root {
+    mounts: Vec<MountOp>,
+    hostname: String,
+    tmpfs_bytes: u64,
+}
+
+/// The record's body for `spec`: the bytes two launches' roots are compared by. `None` when the
+/// root must not be built ahead (an overlay or a file copy, see the module).
+pub fn root_bytes(spec: &SandboxSpec) -> Option<Vec<u8>> {
+    let plain = spec
+        .mounts
+        .iter()
+        .all(|op| !matches!(op, MountOp::Overlay { .. } | MountOp::CopyFile { .. }));
+    plain.then(|| {
+        serde_json::to_vec(&RootRef {
+            mounts: &spec.mounts,
+            hostname: &spec.hostname,
+            tmpfs_bytes: spec.limits.tmpfs_bytes,
+        })
+        .expect("mount operations serialise")
+    })
+}
+
+/// The record for the starter: open only when it says to build ahead. Called in the starter, so
+/// it allocates nothing it would have to free.
+pub(super) fn open_for_build(path: &std::ffi::CStr) -> Option<OwnedFd> {
+    // SAFETY: a valid C string; the descriptor is owned below.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: freshly opened.
+    let file: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) };
+    let mut first = [0u8; 1];
+    // SAFETY: reads one byte into a live buffer.
+    let n = unsafe { libc::pread(file.as_raw_fd(), first.as_mut_ptr().cast(), 1, 0) };
+    (n == 1 && first[0] == Ahead::Build.byte()).then_some(file)
+}
+
+/// Init's side: builds the root `record` holds and reports it (`B`, the record's hash and the
+/// bound sources' ids), or reports that it could not (`B` alone) and exits. Returns once the
+/// root is built; the launch then sends `G`, or kills init.
+pub(super) fn build(record: OwnedFd, sock: RawFd) {
+    let built = read(record).and_then(|(root, hash)| {
+        let size = (root.tmpfs_bytes > 0)
+            .then(|| std::ffi::CString::new(root.tmpfs_bytes.to_string()).expect("digits"));
+        rootfs::build(&root.mounts, &root.hostname, size.as_deref())
+            .ok()
+            .map(|ids| (hash, ids))
+    });
+    match built {
+        Some((hash, ids)) => {
+            let mut report = Vec::with_capacity(hash.len() + ids.len() * 16);
+            report.extend_from_slice(&hash);
+            for (dev, ino) in ids {
+                report.extend_from_slice(&dev.to_le_bytes());
+                report.extend_from_slice(&ino.to_le_bytes());
+            }
+            child::send(sock, BUILT, &report);
+        }
+        None => {
+            child::send(sock, BUILT, &[]);
+            // SAFETY: as in child::die(): this init is of no use; the launch clones another.
+            unsafe { libc::_exit(child::SETUP_FAILED) }
+        }
+    }
+}
+
+/// The record's root and the SHA-256 of its body.
+fn read(record: OwnedFd) -> Option<(Root, [u8; 32])> {
+    let mut bytes = Vec::new();
+    std::fs::File::from(record)
+        .take(RECORD_CAP + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    let body = match bytes.split_first() {
+        Some((&first, body)) if first == Ahead::Build.byte() && body.len() as u64 <= RECORD_CAP => {
+            body
+        }
+        _ => return None,
+    };
+    let root = serde_json::from_slice(body).ok()?;
+    Some((root, Sha256::digest(body).into()))
+}
+
+/// A file's device and inode: what a bind's source is checked by.
+pub type FileId = (u64, u64);
+
+/// Init's `B` report, as the launch received it.
+pub(super) struct Report {
+    /// `None`: init could not build the record's root.
+    built: Option<Built>,
+}
+
+/// A root init built: its record's SHA-256 and each bind's source, in order.
+struct Built {
+    hash: [u8; 32],
+    sources: Vec<FileId>,
+}
+
+/// Why a root built ahead is not used.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// Init could not build it, or ended without a report.
+    NotBuilt,
+    /// The record's root is not this launch's.
+    Changed,
+    /// A bind's source is no longer the file init bound (named).
+    Moved(PathBuf),
+}
+
+impl Report {
+    /// Waits for init's report on `sock` (init may still be building); an init that ended
+    /// without one reports nothing built.
+    pub(super) fn receive(sock: RawFd) -> Report {
+        let mut buf = vec![0u8; RECORD_CAP as usize / 8];
+        let got = sys::recv_with_fd(sock, &mut buf, nix::sys::socket::MsgFlags::empty());
+        let built = match got {
+            Ok((n, _)) if n >= 33 && buf[0] == BUILT && (n - 33) % 16 == 0 => {
+                let hash: [u8; 32] = buf[1..33].try_into().expect("32 bytes");
+                let ids = buf[33..n]
+                    .chunks_exact(16)
+                    .map(|c| {
+                        let dev = u64::from_le_bytes(c[..8].try_into().expect("8 bytes"));
+                        let ino = u64::from_le_bytes(c[8..].try_into().expect("8 bytes"));
+                        (dev, ino)
+                    })
+                    .collect();
+                Some(Built { hash, sources: ids })
+            }
+            _ => None,
+        };
+        Report { built }
+    }
+
+    /// Whether the root init built is the one `spec` plans (`planned`, its [`root_bytes`]) over
+    /// the same files: the record's hash, then every bind's source looked up now.
+    pub fn confirms(&self, spec: &SandboxSpec, planned: Option<&[u8]>) -> Result<(), Refused> {
+        let Some(built) = &self.built else {
+            return Err(Refused::NotBuilt);
+        };
+        let planned = planned.ok_or(Refused::Changed)?;
+        if Sha256::digest(planned).as_slice() != built.hash {
+            return Err(Refused::Changed);
+        }
+        same_sources(spec, &built.sources)
+    }
+}
+
+/// Whether each bind of `spec`, in order, has as its source now the file `ids` names (device
+/// and inode, as init found it).
+pub fn same_sources(spec: &SandboxSpec, ids: &[FileId]) -> Result<(), Refused> {
+    let mut ids = ids.iter();
+    for op in &spec.mounts {
+        let MountOp::Bind { source, .. } = op else {
+            continue;
+        };
+        let now = std::fs::metadata(source).map(|m| (m.dev(), m.ino())).ok();
+        if now.is_none() || now.as_ref() != ids.next() {
+            return Err(Refused::Moved(source.clone()));
+        }
+    }
+    match ids.next() {
+        None => Ok(()),
+        Some(_) => Err(Refused::Changed),
+    }
+}
+
+/// What a launch writes back to the record once its workload may run.
+pub struct Record {
+    path: PathBuf,
+    /// This launch's root ([`root_bytes`]).
+    planned: Option<Vec<u8>>,
+    /// How a build ahead went; `None` when there was none.
+    outcome: Option<Result<(), Refused>>,
+}
+
+impl Record {
+    pub(super) fn new(
+        path: PathBuf,
+        planned: Option<Vec<u8>>,
+        outcome: Option<Result<(), Refused>>,
+    ) -> Record {
+        Record {
+            path,
+            planned,
+            outcome,
+        }
+    }
+
+    /// Writes what the next launch should know, when it differs from the record (see
+    /// [`next`]). Best effort: a record that cannot be written only costs the next launch time.
+    pub fn save(self) {
+        let old = std::fs::read(&self.path).ok();
+        let old = old.as_deref().and_then(|b| {
+            let (&first, body) = b.split_first()?;
+            Some((Ahead::from_byte(first)?, body))
+        });
+        match next(old, self.planned.as_deref(), self.outcome.as_ref()) {
+            Some(ahead) => {
+                let body = self.planned.as_deref().unwrap_or_default();
+                let mut bytes = Vec::with_capacity(1 + body.len());
+                bytes.push(ahead.byte());
+                bytes.extend_from_slice(body);
+                let _ = crate::state::replace_file(&self.path, &bytes);
+            }
+            None if self.planned.is_none() => {
+                let _ = std::fs::remove_file(&self.path);
+            }
+            None => {}
+        }
+    }
+}
+
+/// What to record after a launch that planned `planned` (`None`: a root never built ahead),
+/// with `old` in the record and `outcome` for its build ahead: the mark to write with `planned`,
+/// or `None` to leave the record as it is (or remove it, when `planned` is `None`).
+pub fn next(
+    old: Option<(Ahead, &[u8])>,
+    planned: Option<&[u8]>,
+    outcome: Option<&Result<(), Refused>>,
+) -> Option<Ahead> {
+    let planned = planned?;
+    let same = old.is_some_and(|(_, body)| body == planned);
+    let wanted = match (outcome, old) {
+        (Some(Ok(())), _) => Ahead::Build,
+        (Some(Err(Refused::Moved(_))), _) => Ahead::Moved,
+        (Some(Err(Refused::NotBuilt)), _) => Ahead::Changed,
+        (Some(Err(Refused::Changed)), _) => Ahead::Changed,
+        // Not built ahead: armed when this root repeats the record's, unless its files moved.
+        (None, Some((Ahead::Moved, _))) if same => Ahead::Moved,
+        (None, Some(_)) if same => Ahead::Build,
+        (None, Some(_)) => Ahead::Changed,
+        (None, None) => Ahead::Build,
+    };
+    let unchanged = old.is_some_and(|(mark, _)| mark == wanted) && same;
+    (!unchanged).then_some(wanted)
+}
+
+/// The record's path for `project`'s state directory `state_root`.
+pub fn path_in(state_root: &Path) -> PathBuf {
+    state_root.join(FILE)
+}
+
+#[cfg(test)]
+mod tests;
