@@ -153,6 +153,14 @@ pub struct RunArgs {
     pub command: Vec<String>,
 }
 
+/// Whether `arg` is one of the long options `names`, alone or as `--name=value`.
+pub fn is_one_of(arg: &std::ffi::OsStr, names: &[&str]) -> bool {
+    arg.to_str().is_some_and(|a| {
+        let name = a.split_once('=').map_or(a, |(name, _)| name);
+        names.contains(&name)
+    })
+}
+
 /// `airlock [run options] CMD...` is `airlock run [run options] CMD...`: the shorthand takes run's
 /// options before the command (`airlock -v --rm --network none claude`).
 pub fn shorthand(mut argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
@@ -174,12 +182,7 @@ pub fn shorthand(mut argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
         "--worktree",
         "--force",
     ];
-    let is_run_option = |arg: &std::ffi::OsString| {
-        arg.to_str().is_some_and(|a| {
-            let name = a.split_once('=').map_or(a, |(name, _)| name);
-            RUN_OPTIONS.contains(&name)
-        })
-    };
+    let is_run_option = |arg: &std::ffi::OsString| is_one_of(arg, RUN_OPTIONS);
     if argv.get(1).is_some_and(is_run_option) {
         argv.insert(1, "run".into());
     }

@@ -41,14 +41,24 @@ fn main() {
     if let Some(code) = commands::bridge::dispatch_shim() {
         std::process::exit(code);
     }
-    let cli = Cli::parse_from(cli::shorthand(std::env::args_os().collect()));
+    let argv = cli::shorthand(std::env::args_os().collect());
+    // `airlock run`: the sandbox's init may start on its root while the command line is parsed.
+    let early = commands::run::early_prestart_for(&argv);
+    let cli = Cli::parse_from(argv);
+    let early = match &cli.command {
+        Some(Command::Run(_)) => early,
+        _ => None,
+    };
     let result = match cli.command {
-        None => commands::run::run(RunArgs::default()),
-        Some(Command::Run(args)) => commands::run::run(args),
-        Some(Command::External(argv)) => commands::run::run(RunArgs {
-            command: argv,
-            ..RunArgs::default()
-        }),
+        None => commands::run::run(RunArgs::default(), None),
+        Some(Command::Run(args)) => commands::run::run(args, early),
+        Some(Command::External(argv)) => commands::run::run(
+            RunArgs {
+                command: argv,
+                ..RunArgs::default()
+            },
+            None,
+        ),
         Some(Command::Sandboxes(SandboxesCommand::List(args))) => paths()
             .and_then(|p| commands::sandboxes::list(&p, &args))
             .map(|()| 0),

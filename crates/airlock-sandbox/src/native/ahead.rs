@@ -36,8 +36,18 @@ use sha2::{Digest, Sha256};
 use super::{child, rootfs, sys};
 use crate::spec::{MountOp, SandboxSpec};
 
-/// The record's file in the project's state directory.
+/// The record's file in the project's state directory: the [`Ahead`] mark, the network byte
+/// ([`HOST_NETWORK`] or [`OWN_NETWORK`]: which namespaces the root's init was cloned with), then
+/// the root ([`root_bytes`]).
 pub const FILE: &str = "root-ahead";
+
+/// The record's second byte for a sandbox on the host's network.
+const HOST_NETWORK: u8 = b'h';
+/// ... and for one with a network namespace of its own.
+const OWN_NETWORK: u8 = b'n';
+
+/// The mark and the network byte.
+const HEAD: usize = 2;
 
 /// The largest record a starter hands on: a root of thousands of mounts is still far below.
 const RECORD_CAP: u64 = 1 << 20;
@@ -110,6 +120,20 @@ pub fn root_bytes(spec: &SandboxSpec) -> Option<Vec<u8>> {
     })
 }
 
+/// Whether the record at `path` says to build its root ahead, and then whether that root's
+/// sandbox is on the host's network (`Some(true)`): what an early starter clones init with,
+/// before airlock has read the config that says.
+pub fn builds_ahead_on_host_network(path: &Path) -> Option<bool> {
+    let mut head = [0u8; HEAD];
+    let mut file = std::fs::File::open(path).ok()?;
+    std::io::Read::read_exact(&mut file, &mut head).ok()?;
+    match head {
+        [b'1', HOST_NETWORK] => Some(true),
+        [b'1', OWN_NETWORK] => Some(false),
+        _ => None,
+    }
+}
+
 /// The record for the starter: open only when it says to build ahead. Called in the starter, so
 /// it allocates nothing it would have to free.
 pub(super) fn open_for_build(path: &std::ffi::CStr) -> Option<OwnedFd> {
@@ -167,8 +191,8 @@ fn read(record: OwnedFd) -> Option<(Root, [u8; 32])> {
         .take(RECORD_CAP + 1)
         .read_to_end(&mut bytes)
         .ok()?;
-    let body = match bytes.split_first() {
-        Some((&first, body)) if first == Ahead::Build.byte() && body.len() as u64 <= RECORD_CAP => {
+    let body = match bytes.split_at_checked(HEAD) {
+        Some((head, body)) if head[0] == Ahead::Build.byte() && body.len() as u64 <= RECORD_CAP => {
             body
         }
         _ => return None,
@@ -265,6 +289,8 @@ pub struct Record {
     path: PathBuf,
     /// This launch's root ([`root_bytes`]).
     planned: Option<Vec<u8>>,
+    /// Whether this launch's sandbox is on the host's network.
+    host_network: bool,
     /// How a build ahead went; `None` when there was none.
     outcome: Option<Result<(), Refused>>,
 }
@@ -273,11 +299,13 @@ impl Record {
     pub(super) fn new(
         path: PathBuf,
         planned: Option<Vec<u8>>,
+        host_network: bool,
         outcome: Option<Result<(), Refused>>,
     ) -> Record {
         Record {
             path,
             planned,
+            host_network,
             outcome,
         }
     }
@@ -285,24 +313,31 @@ impl Record {
     /// Writes what the next launch should know, when it differs from the record (see
     /// [`next`]). Best effort: a record that cannot be written only costs the next launch time.
     pub fn save(self) {
+        let network = match self.host_network {
+            true => HOST_NETWORK,
+            false => OWN_NETWORK,
+        };
         let old = std::fs::read(&self.path).ok();
         let old = old.as_deref().and_then(|b| {
-            let (&first, body) = b.split_first()?;
-            Some((Ahead::from_byte(first)?, body))
+            let (head, body) = b.split_at_checked(HEAD)?;
+            Some((Ahead::from_byte(head[0])?, head[1], body))
         });
-        match next(old, self.planned.as_deref(), self.outcome.as_ref()) {
-            Some(ahead) => {
-                let body = self.planned.as_deref().unwrap_or_default();
-                let mut bytes = Vec::with_capacity(1 + body.len());
-                bytes.push(ahead.byte());
-                bytes.extend_from_slice(body);
-                let _ = crate::state::replace_file(&self.path, &bytes);
-            }
-            None if self.planned.is_none() => {
-                let _ = std::fs::remove_file(&self.path);
-            }
-            None => {}
-        }
+        let same_network = old.is_some_and(|(_, byte, _)| byte == network);
+        let old = old.map(|(mark, _, body)| (mark, body));
+        let wanted = next(old, self.planned.as_deref(), self.outcome.as_ref());
+        let Some(body) = self.planned.as_deref() else {
+            let _ = std::fs::remove_file(&self.path);
+            return;
+        };
+        let mark = match (wanted, old) {
+            (Some(mark), _) => mark,
+            (None, Some((mark, _))) if !same_network => mark,
+            (None, _) => return,
+        };
+        let mut bytes = Vec::with_capacity(HEAD + body.len());
+        bytes.extend_from_slice(&[mark.byte(), network]);
+        bytes.extend_from_slice(body);
+        let _ = crate::state::replace_file(&self.path, &bytes);
     }
 }
 

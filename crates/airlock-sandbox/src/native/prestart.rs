@@ -48,11 +48,35 @@ impl Prestart {
     /// `record` is the project's record of its last root ([`ahead`]): when it says so, init
     /// builds that root while airlock plans.
     pub fn begin(network: NetworkMode, record: Option<PathBuf>) -> Result<Prestart, LaunchError> {
+        Prestart::begin_with(launch::namespaces_for(network), record)
+    }
+
+    /// [`Prestart::begin`] as early as a launch knows its project, before it has read the config
+    /// that gives the network mode: when `record` says to build its root ahead, with the
+    /// namespaces that root's sandbox had. `None` when it does not (or the fork failed): the
+    /// launch begins one once it knows the network mode, if it is native.
+    pub fn from_record(record: PathBuf) -> Option<Prestart> {
+        let host = ahead::builds_ahead_on_host_network(&record)?;
+        let network = match host {
+            true => NetworkMode::Host,
+            false => NetworkMode::None,
+        };
+        Prestart::begin(network, Some(record)).ok()
+    }
+
+    /// Whether this init was cloned with the namespaces of a sandbox on `network`.
+    pub fn fits(&self, network: NetworkMode) -> bool {
+        self.namespaces == launch::namespaces_for(network)
+    }
+
+    fn begin_with(
+        namespaces: libc::c_int,
+        record: Option<PathBuf>,
+    ) -> Result<Prestart, LaunchError> {
         let (sock, child_end) = launch::launch_socket()?;
         let record_c = record
             .as_deref()
             .and_then(|p| CString::new(p.as_os_str().as_bytes()).ok());
-        let namespaces = launch::namespaces_for(network);
         let ids = (
             nix::unistd::getuid().as_raw(),
             nix::unistd::getgid().as_raw(),
@@ -113,7 +137,10 @@ impl Prestart {
         let record = self.record.take();
         let taken = |init, outcome| Taken {
             init,
-            record: record.map(|path| ahead::Record::new(path, planned.clone(), outcome)),
+            record: record.map(|path| {
+                let host = spec.network == NetworkMode::Host;
+                ahead::Record::new(path, planned.clone(), host, outcome)
+            }),
         };
         let Some((mut init, sock, started)) = self.started() else {
             return Ok(taken(None, None));

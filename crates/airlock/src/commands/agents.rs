@@ -114,10 +114,13 @@ pub fn run_agent(args: RunAgentArgs) -> anyhow::Result<i32> {
     if !inside {
         let mut command = vec![args.agent];
         command.extend(args.args);
-        return run::run(RunArgs {
-            command,
-            ..RunArgs::default()
-        });
+        return run::run(
+            RunArgs {
+                command,
+                ..RunArgs::default()
+            },
+            None,
+        );
     }
     // Inside: the real agent from PATH (never this binary under another name).
     let me = std::env::current_exe()

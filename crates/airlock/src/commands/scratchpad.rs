@@ -107,7 +107,7 @@ fn open(paths: &XdgPaths, args: OpenArgs) -> anyhow::Result<i32> {
         command: args.command,
         ..RunArgs::default()
     };
-    let code = super::run::launch(paths, &workspace, &workspace, loaded, &run)?;
+    let code = super::run::launch(paths, &workspace, &workspace, loaded, &run, None)?;
     if args.rm && !plan_only {
         match scratchpads::remove(
             &paths.scratchpads_dir(),

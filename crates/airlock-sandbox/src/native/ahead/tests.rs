@@ -176,11 +176,18 @@ fn the_mark_follows_what_the_launches_found() {
 fn saving_writes_the_mark_and_the_root_and_removes_a_record_of_no_use() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = path_in(dir.path());
-    Record::new(path.clone(), Some(b"root".to_vec()), None).save();
-    assert_eq!(std::fs::read(&path).expect("record"), b"1root");
+    Record::new(path.clone(), Some(b"root".to_vec()), false, None).save();
+    assert_eq!(std::fs::read(&path).expect("record"), b"1nroot");
+    assert_eq!(builds_ahead_on_host_network(&path), Some(false));
+    // The same root on the host's network: the namespaces differ, so the record is rewritten.
+    Record::new(path.clone(), Some(b"root".to_vec()), true, Some(Ok(()))).save();
+    assert_eq!(std::fs::read(&path).expect("record"), b"1hroot");
+    assert_eq!(builds_ahead_on_host_network(&path), Some(true));
     let moved = Err(Refused::Moved("/x".into()));
-    Record::new(path.clone(), Some(b"root".to_vec()), Some(moved)).save();
-    assert_eq!(std::fs::read(&path).expect("record"), b"-root");
-    Record::new(path.clone(), None, None).save();
+    Record::new(path.clone(), Some(b"root".to_vec()), true, Some(moved)).save();
+    assert_eq!(std::fs::read(&path).expect("record"), b"-hroot");
+    assert_eq!(builds_ahead_on_host_network(&path), None);
+    Record::new(path.clone(), None, true, None).save();
     assert!(!path.exists());
+    assert_eq!(builds_ahead_on_host_network(&path), None);
 }

@@ -13,20 +13,22 @@ mod gates;
 
 use crate::cli::{NetworkArg, RunArgs};
 
-pub fn run(args: RunArgs) -> anyhow::Result<i32> {
+/// `airlock run`; `early`: an init [`early_prestart_for`] cloned before the command line was
+/// parsed.
+pub fn run(args: RunArgs, early: Option<native::Prestart>) -> anyhow::Result<i32> {
     if let Some(sandbox) = inside_a_sandbox()
         && !args.plan_only()
     {
         return run_here(&sandbox, &args.command);
     }
     let paths = XdgPaths::from_env()?;
-    let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+    let cwd = current_dir()?;
     let project = locate_project(&paths, &cwd, args.project.as_deref())?;
+    let early = early.or_else(|| early_prestart(&paths, &project, &args));
     let loaded = airlock_config::load(&paths, &project)?;
     // With --worktree the sandbox runs in the worktree, under the project's own config.
     let Some(entered) = super::worktree::enter(&paths, &project, &args)? else {
-        return launch(&paths, &cwd, &project, loaded, &args);
+        return launch(&paths, &cwd, &project, loaded, &args, early);
     };
     let worktree = &entered.worktree;
     let inside = cwd
@@ -35,7 +37,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         .ok()
         .filter(|dir| dir.is_dir())
         .unwrap_or_else(|| worktree.path.clone());
-    let code = launch(&paths, &inside, &worktree.path, loaded, &args);
+    let code = launch(&paths, &inside, &worktree.path, loaded, &args, None);
     if !args.plan_only() {
         super::worktree::finish(worktree, &args);
     }
@@ -44,12 +46,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
 
 /// Plans and runs `project`'s sandbox with `loaded` as its config, from the host directory `cwd`:
 /// `airlock run` after it has found the project, and `airlock scratchpad` with its workspace.
+/// `early`: an init cloned before the config was read ([`early_prestart`]).
 pub fn launch(
     paths: &XdgPaths,
     cwd: &Path,
     project: &Path,
     mut loaded: airlock_config::LoadedConfig,
     args: &RunArgs,
+    early: Option<native::Prestart>,
 ) -> anyhow::Result<i32> {
     let kind = airlock_sandbox::backend::choose(
         args.backend.map(crate::cli::BackendArg::kind),
@@ -58,24 +62,29 @@ pub fn launch(
     );
     // A microVM takes its limits from sbx, not from a cgroup of this machine.
     let microvm = kind == Ok(airlock_config::BackendKind::Sbx);
+    // A native launch clones its init before it plans, so the kernel makes the sandbox's
+    // namespaces (and init builds the root ahead) meanwhile. One that cannot be made here is
+    // made (or refused, saying why) at launch. Not with `[sandbox.resources]`: the limits'
+    // cgroup takes controllers in the group airlock runs in, which must then hold no process
+    // but airlock (it moves itself into a leaf).
+    let limits = &loaded.profile.resources;
+    let unlimited = limits.memory.is_none() && limits.cpus_milli.is_none() && limits.pids.is_none();
+    let prestarts =
+        !args.plan_only() && unlimited && kind == Ok(airlock_config::BackendKind::Native);
+    let network = network_arg(args).unwrap_or(loaded.profile.network);
+    // One cloned early serves only a launch it fits; dropped, it is killed (before the scope
+    // below may start airlock anew).
+    let early = early.filter(|p| prestarts && p.fits(network));
     if !args.plan_only() && !microvm {
         enter_scope_for_limits(paths, project, &loaded.profile.resources, args.verbose)?;
     }
-    // A native launch clones its init now, so the kernel makes the sandbox's namespaces while
-    // airlock plans it. One that cannot be made here is made (or refused, saying why) at launch.
-    // Not with `[sandbox.resources]`: the limits' cgroup takes controllers in the group airlock
-    // runs in, which must then hold no process but airlock (it moves itself into a leaf).
-    let limits = &loaded.profile.resources;
-    let unlimited = limits.memory.is_none() && limits.cpus_milli.is_none() && limits.pids.is_none();
-    let prestart =
-        (!args.plan_only() && unlimited && kind == Ok(airlock_config::BackendKind::Native))
-            .then(|| {
-                let network = network_arg(args).unwrap_or(loaded.profile.network);
-                // The project's record of its last root: init builds it ahead when it may.
-                let state_root = paths.sandboxes_dir().join(state::sandbox_name(project));
-                native::Prestart::begin(network, Some(native::ahead::path_in(&state_root))).ok()
+    let prestart = prestarts
+        .then(|| {
+            early.or_else(|| {
+                native::Prestart::begin(network, Some(record_path(paths, project))).ok()
             })
-            .flatten();
+        })
+        .flatten();
     let Plan {
         facts,
         catalog,
@@ -186,6 +195,63 @@ pub fn launch(
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// The project's record of its last root, which a prestarted init builds ahead when it may.
+fn record_path(paths: &XdgPaths, project: &Path) -> PathBuf {
+    native::ahead::path_in(&paths.sandboxes_dir().join(state::sandbox_name(project)))
+}
+
+/// The current directory, its links resolved.
+fn current_dir() -> anyhow::Result<PathBuf> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    Ok(std::fs::canonicalize(&cwd).unwrap_or(cwd))
+}
+
+/// [`early_prestart`] from the command line as the process got it (after [`crate::cli::shorthand`]),
+/// before clap parses it (~0.6 ms here): `airlock run` in a project whose record says to build
+/// ahead, with no option that names another project or backend or only plans. What the parse
+/// then says is checked again by [`launch`], which drops an init that does not fit.
+pub fn early_prestart_for(argv: &[std::ffi::OsString]) -> Option<native::Prestart> {
+    if argv.get(1).is_none_or(|a| a != "run") {
+        return None;
+    }
+    const UNFIT: [&str; 6] = [
+        "--project",
+        "--worktree",
+        "--backend",
+        "--print-spec",
+        "--explain",
+        "--render",
+    ];
+    let unfit =
+        |arg: &std::ffi::OsString| arg.to_str().is_none() || crate::cli::is_one_of(arg, &UNFIT);
+    if argv[2..].iter().take_while(|a| *a != "--").any(unfit) || inside_a_sandbox().is_some() {
+        return None;
+    }
+    let paths = XdgPaths::from_env().ok()?;
+    let project = locate_project(&paths, &current_dir().ok()?, None).ok()?;
+    early_prestart(&paths, &project, &RunArgs::default())
+}
+
+/// A native launch whose project's record says to build its root ahead forks the starter as soon
+/// as it knows the project: reading the config takes about as long as making the namespaces.
+/// The record gives the namespaces; [`launch`] keeps the init only when the config agrees (a
+/// native backend, no `[sandbox.resources]` limits, the same network namespaces). Not for
+/// `--print-spec`, `--explain`, `--worktree` (another project) or another backend named on
+/// the command line or in `AIRLOCK_BACKEND`.
+fn early_prestart(paths: &XdgPaths, project: &Path, args: &RunArgs) -> Option<native::Prestart> {
+    let native = airlock_config::BackendKind::Native;
+    let flag = args.backend.map(crate::cli::BackendArg::kind);
+    let env = std::env::var_os("AIRLOCK_BACKEND").filter(|v| !v.is_empty());
+    let other = flag.is_some_and(|k| k != native)
+        || env.is_some_and(|v| {
+            v.to_str().and_then(airlock_config::BackendKind::parse) != Some(native)
+        });
+    if args.plan_only() || args.worktree.is_some() || other {
+        return None;
+    }
+    native::Prestart::from_record(record_path(paths, project))
 }
 
 /// What `airlock run` plans for `project` before it creates anything: the spec `--print-spec`

@@ -1,18 +1,22 @@
 //! The root built ahead (native): the next launch's init builds the root its project's last launch
 //! recorded while airlock plans, and airlock uses that root only if it is the one it planned, over
 //! the same files. A record that says otherwise, or a source replaced during the launch, must never
-//! show inside.
+//! show inside; nor may an init cloned early, with the namespaces the record names, serve a launch
+//! that needs others.
 
 use std::fs;
+use std::net::TcpListener;
+use std::os::fd::AsRawFd as _;
 use std::path::{Path, PathBuf};
 
 use crate::check;
-use std::os::fd::AsRawFd as _;
-
 use crate::harness::{
-    CONDITION_DEADLINE, Failure, Mode, Outcome, Secrets, World, fail, finish, give, skip,
+    CONDITION_DEADLINE, Failure, Mode, Net, Outcome, Secrets, World, fail, finish, give, skip,
     wait_until,
 };
+
+/// The record's mark and network byte, before the root's JSON.
+const HEAD: usize = 2;
 
 /// The project's record of its root, after a first launch made it.
 fn record_after_first_launch(w: &mut World) -> Result<PathBuf, Failure> {
@@ -65,7 +69,7 @@ pub fn record_tampered(mode: &Mode) -> Outcome {
     let mut w = World::new(mode)?;
     let record = record_after_first_launch(&mut w)?;
     let honest = fs::read(&record)?;
-    let mut root: serde_json::Value = serde_json::from_slice(&honest[1..])
+    let mut root: serde_json::Value = serde_json::from_slice(&honest[HEAD..])
         .map_err(|e| fail(format!("the record is not JSON: {e}")))?;
     let leak = w.project.join("leak");
     root["mounts"]
@@ -77,7 +81,7 @@ pub fn record_tampered(mode: &Mode) -> Outcome {
             "target": leak,
             "writable": false,
         }));
-    let mut planted = vec![b'1'];
+    let mut planted = honest[..HEAD].to_vec();
     planted.extend(serde_json::to_vec(&root).expect("JSON"));
     fs::write(&record, &planted)?;
     give(mode, &record)?;
@@ -94,7 +98,7 @@ pub fn record_tampered(mode: &Mode) -> Outcome {
     );
     let after = fs::read(&record)?;
     check!(
-        after.first() == Some(&b'0') && after[1..] == honest[1..],
+        after.first() == Some(&b'0') && after[HEAD..] == honest[HEAD..],
         "the record was not replaced by the launch's own root (was the tampered one read at all?): {:?}",
         String::from_utf8_lossy(&after[..after.len().min(40)])
     );
@@ -190,7 +194,7 @@ fn mounted_in_child(parent: u32, target: &str) -> bool {
 /// A bind in the record whose source is a generated file: the source and where it shows inside.
 fn generated_bind(record: &Path, generated: &Path) -> Result<(PathBuf, PathBuf), Failure> {
     let bytes = fs::read(record)?;
-    let root: serde_json::Value = serde_json::from_slice(&bytes[1..])
+    let root: serde_json::Value = serde_json::from_slice(&bytes[HEAD..])
         .map_err(|e| fail(format!("the record is not JSON: {e}")))?;
     root["mounts"]
         .as_array()
@@ -206,4 +210,37 @@ fn generated_bind(record: &Path, generated: &Path) -> Result<(PathBuf, PathBuf),
                 generated.display()
             ))
         })
+}
+
+/// `ahead-record-host-network`: a record whose network byte says its sandbox was on the host's
+/// network, while this launch's has a network namespace of its own. The launch's starter is forked
+/// before the config is read, so it clones init with the record's namespaces; that init must be
+/// dropped, and the sandbox must not reach a listener on the host's loopback. Control: the same
+/// connect succeeds with `--network host`, and the record is rewritten with this launch's byte.
+pub fn record_host_network(mode: &Mode) -> Outcome {
+    native_only(mode)?;
+    let mut w = World::new(mode)?;
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?.to_string();
+    w.probe(Net::None, &["loopback-self"])?.succeeded()?;
+    let record = state_dir(&w)?.join("root-ahead");
+    let mut bytes = fs::read(&record)?;
+    check!(
+        bytes.get(..HEAD) == Some(b"1n"),
+        "control failed (a harness failure, not a pass): the record of a --network none launch starts {:?}, not \"1n\"",
+        String::from_utf8_lossy(&bytes[..bytes.len().min(HEAD)])
+    );
+    bytes[1] = b'h';
+    fs::write(&record, &bytes)?;
+    give(mode, &record)?;
+    w.probe(Net::None, &["connect-tcp", &addr])?.denied(&[])?;
+    let after = fs::read(&record)?;
+    check!(
+        after.get(..HEAD) == Some(b"1n"),
+        "the record was not rewritten with the launch's own network byte: {:?}",
+        String::from_utf8_lossy(&after[..after.len().min(HEAD)])
+    );
+    w.probe(Net::Host, &["connect-tcp", &addr])?.succeeded()?;
+    drop(listener);
+    Ok(())
 }

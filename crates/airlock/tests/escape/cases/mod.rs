@@ -245,6 +245,10 @@ pub const CASES: &[Case] = &[
         run: ahead::source_rewritten,
     },
     Case {
+        name: "ahead-record-host-network",
+        run: ahead::record_host_network,
+    },
+    Case {
         name: "command-not-found-127",
         run: lifecycle::command_not_found,
     },
