@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{child, rootfs, sys};
+use super::{rootfs, sys};
 use crate::spec::{MountOp, SandboxSpec};
 
 /// The record's file in the project's state directory: the [`Ahead`] mark, the network byte
@@ -155,33 +155,21 @@ pub(super) fn open_for_build(path: &std::ffi::CStr) -> Option<OwnedFd> {
     (n == 1 && first[0] == Ahead::Build.byte()).then_some(file)
 }
 
-/// Init's side: builds the root `record` holds and reports it (`B`, the record's hash and the
-/// bound sources' ids), or reports that it could not (`B` alone) and exits. Returns once the
-/// root is built; the launch then sends `G`, or kills init.
-pub(super) fn build(record: OwnedFd, sock: RawFd) {
-    let built = read(record).and_then(|(root, hash)| {
-        let size = (root.tmpfs_bytes > 0)
-            .then(|| std::ffi::CString::new(root.tmpfs_bytes.to_string()).expect("digits"));
-        rootfs::build(&root.mounts, &root.hostname, size.as_deref())
-            .ok()
-            .map(|ids| (hash, ids))
-    });
-    match built {
-        Some((hash, ids)) => {
-            let mut report = Vec::with_capacity(hash.len() + ids.len() * 16);
-            report.extend_from_slice(&hash);
-            for (dev, ino) in ids {
-                report.extend_from_slice(&dev.to_le_bytes());
-                report.extend_from_slice(&ino.to_le_bytes());
-            }
-            child::send(sock, BUILT, &report);
-        }
-        None => {
-            child::send(sock, BUILT, &[]);
-            // SAFETY: as in child::die(): this init is of no use; the launch clones another.
-            unsafe { libc::_exit(child::SETUP_FAILED) }
-        }
+/// Init's side: builds the root `record` holds and returns its report (the body of `B`: the
+/// record's hash and the bound sources' ids); `None` when it could not (init then reports `B`
+/// alone and exits). The launch then sends `G`, or kills init.
+pub(super) fn build(record: OwnedFd) -> Option<Vec<u8>> {
+    let (root, hash) = read(record)?;
+    let size = (root.tmpfs_bytes > 0)
+        .then(|| std::ffi::CString::new(root.tmpfs_bytes.to_string()).expect("digits"));
+    let ids = rootfs::build(&root.mounts, &root.hostname, size.as_deref()).ok()?;
+    let mut report = Vec::with_capacity(hash.len() + ids.len() * 16);
+    report.extend_from_slice(&hash);
+    for (dev, ino) in ids {
+        report.extend_from_slice(&dev.to_le_bytes());
+        report.extend_from_slice(&ino.to_le_bytes());
     }
+    Some(report)
 }
 
 /// The record's root and the SHA-256 of its body.

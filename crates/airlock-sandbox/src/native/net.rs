@@ -152,3 +152,19 @@ fn rtnl_set_link_u32(index: i32, attrs: &[u16], value: u32) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// A new network namespace owned by the user namespace of the process `pidfd` refers to, made
+/// by the calling process (which joins that user namespace for good: a prestart's starter, about
+/// to exit). Returns the namespace's descriptor, for that process to join.
+pub(super) fn make_in_user_ns_of(pidfd: &std::os::fd::OwnedFd) -> io::Result<std::os::fd::OwnedFd> {
+    use nix::sched::{CloneFlags, setns, unshare};
+    setns(pidfd, CloneFlags::CLONE_NEWUSER)?;
+    unshare(CloneFlags::CLONE_NEWNET)?;
+    std::fs::File::open("/proc/thread-self/ns/net").map(std::os::fd::OwnedFd::from)
+}
+
+/// The calling process's network namespace, as its `nsfs` inode.
+pub(super) fn current_ns() -> io::Result<u64> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/thread-self/ns/net").map(|m| m.ino())
+}

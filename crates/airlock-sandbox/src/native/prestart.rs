@@ -25,7 +25,7 @@ use super::creds::DroppedGroups;
 use super::init::Init;
 use super::launch::{self, LaunchError};
 use super::sys::{self, Cloned};
-use super::{ahead, child};
+use super::{ahead, child, net};
 use crate::spec::SandboxSpec;
 use airlock_config::NetworkMode;
 
@@ -145,7 +145,13 @@ impl Prestart {
         let Some((mut init, sock, started)) = self.started() else {
             return Ok(taken(None, None));
         };
-        if launch::namespaces(spec) != self.namespaces || (spec.uid, spec.gid) != self.ids {
+        // An init cloned without its network namespace for a root it does not build ahead never
+        // gets one: it is of no use.
+        let netless = started.net_later && !started.ahead;
+        if launch::namespaces(spec) != self.namespaces
+            || (spec.uid, spec.gid) != self.ids
+            || netless
+        {
             init.kill();
             return Ok(taken(None, None));
         }
@@ -208,6 +214,11 @@ impl Drop for Prestart {
 /// The starter: clone init as airlock's child into `namespaces`, write its id maps (`ids` onto
 /// themselves), hand it the root `record` says to build ahead (`A`, on airlock's end `ours`),
 /// report its pid and pidfd (`P`) on init's end `sock` and exit; or report why not (`E`).
+///
+/// With a root to build ahead, init is cloned without its network namespace, the most costly
+/// to make (~1 ms here): the starter makes it afterwards, on airlock's CPU (which plans meanwhile
+/// and has time to spare), while init builds the root on the other, and hands it over (`M`).
+/// Init joins it before it reports its root, and runs nothing without it.
 fn start(
     namespaces: libc::c_int,
     ids: (u32, u32),
@@ -221,23 +232,46 @@ fn start(
     if let Err(e) = DroppedGroups::for_clone() {
         child::die(fd, &e.to_string());
     }
+    let record = record.and_then(ahead::open_for_build);
+    let net_later = record.is_some() && namespaces & libc::CLONE_NEWNET != 0;
+    let cloned = match net_later {
+        true => namespaces & !libc::CLONE_NEWNET,
+        false => namespaces,
+    };
     // SAFETY: the starter is single-threaded (a fork of a single-threaded process).
-    match unsafe { sys::clone_process(namespaces | libc::CLONE_PARENT) } {
+    match unsafe { sys::clone_process(cloned | libc::CLONE_PARENT) } {
         Ok(Cloned::Child) => {
-            // SAFETY: init's copy of airlock's end; closing it is all this does.
+            // SAFETY: init's copies of airlock's end and of the record; closing is all this does.
             unsafe { libc::close(ours.as_raw_fd()) };
-            init_main(sock)
+            drop(record);
+            init_main(sock, net_later)
         }
         Ok(Cloned::Parent { pid, pidfd }) => {
             cpus.restore(pid);
             let maps = launch::write_id_maps(pid, ids.0, ids.1).is_ok();
             // Without its id maps init could not open the user's files: no root ahead.
             let ahead = maps
-                && record.and_then(ahead::open_for_build).is_some_and(|file| {
-                    sys::send_with_fd(ours.as_raw_fd(), &[AHEAD], file.as_raw_fd()).is_ok()
+                && record.is_some_and(|file| {
+                    let head = [AHEAD, u8::from(net_later)];
+                    sys::send_with_fd(ours.as_raw_fd(), &head, file.as_raw_fd()).is_ok()
                 });
-            let started = Started { pid, maps, ahead };
+            let started = Started {
+                pid,
+                maps,
+                ahead,
+                net_later,
+            };
             let _ = sys::send_with_fd(fd, &started.encode(), pidfd.as_raw_fd());
+            if ahead && net_later {
+                cpus.run_here();
+                match net::make_in_user_ns_of(&pidfd) {
+                    Ok(net) => {
+                        let _ = sys::send_with_fd(ours.as_raw_fd(), &[NET], net.as_raw_fd());
+                    }
+                    // Init makes its own.
+                    Err(_) => child::send(ours.as_raw_fd(), NET, &[]),
+                }
+            }
             // SAFETY: _exit skips destructors, as every early exit after a fork does.
             unsafe { libc::_exit(0) }
         }
@@ -279,6 +313,16 @@ impl Cpus {
         }
     }
 
+    /// Moves the calling process (the starter) to airlock's CPU.
+    fn run_here(&self) {
+        let mut one = nix::sched::CpuSet::new();
+        if let Some(now) = self.now
+            && one.set(now).is_ok()
+        {
+            let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &one);
+        }
+    }
+
     /// Gives `pid` the whole set back.
     fn restore(&self, pid: libc::pid_t) {
         if let Some(allowed) = &self.allowed {
@@ -287,18 +331,19 @@ impl Cpus {
     }
 }
 
-/// The starter's `P` report: init's pid, whether its id maps are written, and whether it builds
-/// a root ahead.
+/// The starter's `P` report: init's pid, whether its id maps are written, whether it builds a
+/// root ahead, and whether it was cloned without its network namespace (made by the starter).
 struct Started {
     pid: libc::pid_t,
     maps: bool,
     ahead: bool,
+    net_later: bool,
 }
 
 impl Started {
     fn encode(&self) -> [u8; 6] {
         let [a, b, c, d] = self.pid.to_le_bytes();
-        let flags = u8::from(self.maps) | u8::from(self.ahead) << 1;
+        let flags = u8::from(self.maps) | u8::from(self.ahead) << 1 | u8::from(self.net_later) << 2;
         [b'P', a, b, c, d, flags]
     }
 }
@@ -314,6 +359,7 @@ fn receive_started(sock: RawFd) -> Option<(Started, OwnedFd)> {
                 pid: libc::pid_t::from_le_bytes([*a, *b, *c, *d]),
                 maps: flags & 1 != 0,
                 ahead: flags & 2 != 0,
+                net_later: flags & 4 != 0,
             },
             pidfd?,
         )),
@@ -327,26 +373,48 @@ fn send_plan(sock: &OwnedFd, plan: &[u8]) -> Result<(), LaunchError> {
     sys::send_with_fd(sock.as_raw_fd(), &[child::GO], memfd.as_raw_fd()).map_err(LaunchError::Start)
 }
 
-/// The starter's message to init: build the root of the record it carries ahead.
+/// The starter's message to init: build the root of the record it carries ahead (and whether
+/// a network namespace follows).
 const AHEAD: u8 = b'A';
+/// The starter's second message, when init was cloned without its network namespace: the
+/// namespace to join, or none (init makes its own).
+const NET: u8 = b'M';
+/// How long init waits for that namespace before it makes its own (the starter died).
+const NET_WAIT_MS: u16 = 2000;
 
 /// A prestarted init's entry point: cloned before its sandbox was planned, it builds the root
 /// ahead when the starter hands it a record (`A`), waits for `G` with its plan (a memfd: the tty,
 /// the descriptor limit, the spec, as the bwrap stage gets it), then goes on as [`child::main`]
 /// does, its root already built when it was built ahead.
-pub(super) fn init_main(sock: OwnedFd) -> ! {
+///
+/// `net_later`: init was cloned without its network namespace. It then joins the one the
+/// starter makes before it reports its root, and never goes on without it: a `G` before that
+/// ends it.
+pub(super) fn init_main(sock: OwnedFd, net_later: bool) -> ! {
     let fd = sock.as_raw_fd();
+    // SAFETY: as in die(): this init is of no use; the supervisor clones another.
+    let give_up = || -> ! { unsafe { libc::_exit(child::SETUP_FAILED) } };
     child::detach(fd);
+    let host_net = net_later.then(|| net::current_ns().ok());
     let mut built = false;
     let plan_fd = loop {
         match next_message(fd) {
-            Some((AHEAD, file)) if !built => {
-                ahead::build(file, fd);
+            Some(([AHEAD, _], file)) if !built => {
+                let Some(report) = ahead::build(file) else {
+                    child::send(fd, ahead::BUILT, &[]);
+                    give_up()
+                };
+                if let Some(host) = host_net
+                    && !join_own_net(fd, host)
+                {
+                    child::send(fd, ahead::BUILT, &[]);
+                    give_up()
+                }
+                child::send(fd, ahead::BUILT, &report);
                 built = true;
             }
-            Some((child::GO, plan)) => break plan,
-            // SAFETY: as in die(): the supervisor is gone or gave this init up.
-            _ => unsafe { libc::_exit(child::SETUP_FAILED) },
+            Some(([child::GO, _], plan)) if built || !net_later => break plan,
+            _ => give_up(),
         }
     };
     let (_, plan) = super::stage::read_plan(plan_fd, fd);
@@ -356,10 +424,41 @@ pub(super) fn init_main(sock: OwnedFd) -> ! {
     child::build_and_init(&plan, fd)
 }
 
-/// One byte and the descriptor it carries from the launch socket; `None` for anything else (the
-/// supervisor's end).
-fn next_message(sock: RawFd) -> Option<(u8, OwnedFd)> {
-    let mut byte = [0u8; 1];
-    let (n, fd) = sys::recv_with_fd(sock, &mut byte, nix::sys::socket::MsgFlags::empty()).ok()?;
-    fd.filter(|_| n == 1).map(|fd| (byte[0], fd))
+/// Joins the network namespace the starter made (`M`), or makes one when the starter could not
+/// (or sent nothing in [`NET_WAIT_MS`]); checks it is not `host`'s, the one init was cloned in.
+fn join_own_net(sock: RawFd, host: Option<u64>) -> bool {
+    use nix::sched::{CloneFlags, setns, unshare};
+    let sent = {
+        let mut fds = [nix::poll::PollFd::new(
+            // SAFETY: the launch socket outlives this call.
+            unsafe { std::os::fd::BorrowedFd::borrow_raw(sock) },
+            nix::poll::PollFlags::POLLIN,
+        )];
+        match nix::poll::poll(&mut fds, NET_WAIT_MS) {
+            Ok(1) => {
+                let mut head = [0u8; 1];
+                match sys::recv_with_fd(sock, &mut head, nix::sys::socket::MsgFlags::empty()) {
+                    Ok((1, net)) if head[0] == NET => net,
+                    _ => return false,
+                }
+            }
+            _ => None,
+        }
+    };
+    let joined = match sent {
+        Some(net) => setns(&net, CloneFlags::CLONE_NEWNET),
+        None => unshare(CloneFlags::CLONE_NEWNET),
+    };
+    match (joined, host, net::current_ns()) {
+        (Ok(()), Some(host), Ok(now)) => now != host,
+        _ => false,
+    }
+}
+
+/// The head of one message (up to two bytes) and the descriptor it carries from the launch
+/// socket; `None` for anything else (the supervisor's end).
+fn next_message(sock: RawFd) -> Option<([u8; 2], OwnedFd)> {
+    let mut head = [0u8; 2];
+    let (n, fd) = sys::recv_with_fd(sock, &mut head, nix::sys::socket::MsgFlags::empty()).ok()?;
+    fd.filter(|_| (1..=2).contains(&n)).map(|fd| (head, fd))
 }
