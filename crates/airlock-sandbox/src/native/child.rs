@@ -273,18 +273,43 @@ pub(super) fn init(plan: &ChildPlan, sock: RawFd) -> ! {
     });
     // Nothing of the workload runs before the supervisor's gates serve it.
     wait_for(sock, RUN);
-    // SAFETY: init is single-threaded; the child only runs the workload setup and execve.
-    let workload = match unsafe { fork() } {
-        Ok(ForkResult::Child) => {
-            drop(sfd);
-            drop(keeper);
-            if let Some((_, theirs)) = &handshake {
-                enter_own_user_ns(theirs, sock);
+    let workload = match &handshake {
+        // Native: the workload shares init's memory until its exec (no copy of init's address
+        // space, none torn down at the exec). Init's descriptors it must not keep are closed
+        // raw: nothing of init's may be dropped there.
+        None => {
+            let own = [
+                Some(sfd.as_raw_fd()),
+                keeper.as_ref().map(|k| k.fd().as_raw_fd()),
+            ];
+            let slave_fd = slave.as_ref().map(AsRawFd::as_raw_fd);
+            let mut body = || -> i32 {
+                for fd in own.into_iter().flatten() {
+                    // SAFETY: the child's own copy of init's descriptor table.
+                    unsafe { libc::close(fd) };
+                }
+                super::workload::run(plan, sock, slave_fd)
+            };
+            // SAFETY: init is single-threaded; `body` execs or exits and drops nothing of init's.
+            match unsafe { super::sys::spawn_shared(&mut body) } {
+                Ok(pid) => Pid::from_raw(pid),
+                Err(e) => die(sock, &format!("cannot start the workload: {e}")),
             }
-            super::workload::run(plan, sock, slave)
         }
-        Ok(ForkResult::Parent { child }) => child,
-        Err(e) => die(sock, &format!("cannot start the workload: {e}")),
+        // The bwrap stage: the workload unshares a user namespace and waits for init to map it,
+        // so init must run meanwhile.
+        // SAFETY: init is single-threaded; the child only runs the workload setup and execve.
+        Some((_, theirs)) => match unsafe { fork() } {
+            Ok(ForkResult::Child) => {
+                drop(sfd);
+                drop(keeper);
+                enter_own_user_ns(theirs, sock);
+                let slave_fd = slave.as_ref().map(AsRawFd::as_raw_fd);
+                super::workload::run(plan, sock, slave_fd)
+            }
+            Ok(ForkResult::Parent { child }) => child,
+            Err(e) => die(sock, &format!("cannot start the workload: {e}")),
+        },
     };
     if let (Some((ours, _)), Some((uid, gid))) = (&handshake, plan.own_user_ns) {
         map_workload(ours, workload, uid, gid, sock);

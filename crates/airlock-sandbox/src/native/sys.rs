@@ -223,6 +223,40 @@ pub unsafe fn clone_process(namespaces: libc::c_int) -> io::Result<Cloned> {
     })
 }
 
+/// Starts a process that shares this one's memory and runs `body` on a stack of its own while
+/// this process waits (`CLONE_VM | CLONE_VFORK`, as `posix_spawn` does), until `body` execs or
+/// exits; returns the new process's pid. No copy of the address space is made, and none is torn
+/// down at the exec.
+///
+/// # Safety
+///
+/// The caller must be single-threaded. `body` must end in `execve` or `_exit` and must not drop,
+/// move or free anything of this process's (the memory is the same): it may allocate (this
+/// process is stopped, so the allocator is not used concurrently), and what it allocates stays.
+pub unsafe fn spawn_shared(body: &mut dyn FnMut() -> i32) -> io::Result<libc::pid_t> {
+    const STACK: usize = 256 << 10;
+    extern "C" fn trampoline(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` is the `&mut &mut dyn FnMut` below, alive while the parent waits.
+        let body = unsafe { &mut *(arg as *mut &mut dyn FnMut() -> i32) };
+        body()
+    }
+    let mut stack = vec![0u8; STACK];
+    let top = (stack.as_mut_ptr() as usize + STACK) & !15;
+    let mut body = body;
+    // SAFETY: the child runs `trampoline` on `stack`, which outlives it: with CLONE_VFORK this call
+    // returns only after the child has exec'd or exited.
+    let pid = unsafe {
+        libc::clone(
+            trampoline,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            &mut body as *mut &mut dyn FnMut() -> i32 as *mut libc::c_void,
+        )
+    };
+    drop(stack);
+    check(pid as libc::c_long).map(|p| p as libc::pid_t)
+}
+
 /// A short-lived process that will hold the last reference to a descriptor and close it, so this
 /// process does not wait for that close: for an inotify instance, whose last close waits out an
 /// RCU grace period.

@@ -100,7 +100,7 @@ pub fn open(plan: &TtyPlan) -> io::Result<(OwnedFd, OwnedFd)> {
 
 /// In the workload, first thing: a session of its own (so `/dev/tty` is never the host's
 /// terminal), and the pty, when there is one, as its controlling terminal in the planned slots.
-pub fn attach(slave: Option<&OwnedFd>, plan: Option<&TtyPlan>) -> io::Result<()> {
+pub fn attach(slave: Option<BorrowedFd<'_>>, plan: Option<&TtyPlan>) -> io::Result<()> {
     // SAFETY: setsid, ioctl and dup2 on descriptors this process holds.
     unsafe {
         if libc::setsid() < 0 {

@@ -1,7 +1,7 @@
 //! Step 5 of a launch: the workload's last moments before `execve`, in init's fork.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 
 use nix::sys::signal::{SigSet, SigmaskHow, sigprocmask};
 
@@ -9,11 +9,17 @@ use super::child::{ChildPlan, die, send_fd};
 use super::{caps, creds, landlock, tty};
 
 /// Step 5: the workload's last moments before `execve`, in the order docs/architecture.md gives.
-pub(super) fn run(plan: &ChildPlan, sock: RawFd, slave: Option<OwnedFd>) -> ! {
-    if let Err(e) = tty::attach(slave.as_ref(), plan.tty.as_ref()) {
+/// `slave`: the terminal's descriptor in this process's table (init's copy stays init's).
+pub(super) fn run(plan: &ChildPlan, sock: RawFd, slave: Option<RawFd>) -> ! {
+    // SAFETY: the descriptor is open in this process's own table until it is closed below.
+    let borrowed = slave.map(|fd| unsafe { BorrowedFd::borrow_raw(fd) });
+    if let Err(e) = tty::attach(borrowed, plan.tty.as_ref()) {
         die(sock, &format!("cannot give the sandbox its terminal: {e}"));
     }
-    drop(slave);
+    if let Some(fd) = slave {
+        // SAFETY: this process's copy; the workload holds the terminal on 0, 1 and 2 now.
+        unsafe { libc::close(fd) };
+    }
     let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
     // Rust ignores SIGPIPE in its runtime; a shell pipeline expects the default.
     // SAFETY: resetting dispositions to their default is always sound.
