@@ -315,6 +315,7 @@ fn clone_and_wait(
         say(&format!("airlock: warning: {warning}"), raw.is_some());
     }
     let outcome = supervise(init, &parent_end, gates, index, terminal);
+    ports.wind_down();
     gates.ended();
     // Every forward ends with the sandbox: listeners closed, relays shut, the helper gone.
     drop(ports);

@@ -155,12 +155,15 @@ fn rtnl_set_link_u32(index: i32, attrs: &[u16], value: u32) -> io::Result<()> {
 
 /// A new network namespace owned by the user namespace of the process `pidfd` refers to, made
 /// by the calling process (which joins that user namespace for good: a prestart's starter, about
-/// to exit). Returns the namespace's descriptor, for that process to join.
-pub(super) fn make_in_user_ns_of(pidfd: &std::os::fd::OwnedFd) -> io::Result<std::os::fd::OwnedFd> {
+/// to exit), its loopback brought up. Returns the namespace's descriptor, for that process to
+/// join (which brings the loopback up again, reporting what fails; the second time costs little,
+/// and tunes it for the proxy mode, which the starter does not know).
+pub(super) fn make_in_user_ns_of(pidfd: &OwnedFd) -> io::Result<OwnedFd> {
     use nix::sched::{CloneFlags, setns, unshare};
     setns(pidfd, CloneFlags::CLONE_NEWUSER)?;
     unshare(CloneFlags::CLONE_NEWNET)?;
-    std::fs::File::open("/proc/thread-self/ns/net").map(std::os::fd::OwnedFd::from)
+    let _ = loopback_up();
+    std::fs::File::open("/proc/thread-self/ns/net").map(OwnedFd::from)
 }
 
 /// The calling process's network namespace, as its `nsfs` inode.

@@ -396,6 +396,14 @@ impl PortService {
     }
 }
 
+impl PortService {
+    /// Tells the control socket's and the forwards' threads to stop, without waiting: they wind
+    /// down while the supervisor ends the other gates; dropping the service then joins them.
+    pub fn wind_down(&self) {
+        self.shared.stop.fire();
+    }
+}
+
 impl Drop for PortService {
     fn drop(&mut self) {
         // The control socket first, so no forward is added while the others end.
