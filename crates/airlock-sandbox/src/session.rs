@@ -70,8 +70,9 @@ pub fn run(
     }
     let remove = rm || (created_now && launched.is_err());
     if lease.is_some() || remove {
-        // The overlay layers are free, and the state can go, once init's mounts are gone.
-        crate::native::reap_ended();
+        // The overlay layers are free, and the state can go, once init's mounts are gone and
+        // nothing writes its logs any more.
+        end_the_rest();
     }
     drop(lease);
     match session.close(remove) {
@@ -84,9 +85,33 @@ pub fn run(
         Ok(_) => {}
         Err(e) => eprintln!("airlock: warning: {e}"),
     }
-    // A native sandbox's init, exiting all this time (its processes were gone before the end).
-    crate::native::reap_ended();
+    // What was told to stop at the sandbox's end, stopping all this time.
+    end_the_rest();
     launched
+}
+
+/// What a session's end waits for last ([`end_later`]), in the order it was handed over.
+static LATER: std::sync::Mutex<Vec<Box<dyn FnOnce() + Send>>> = std::sync::Mutex::new(Vec::new());
+
+/// Hands `join` to the end of the session: a thread told to stop when the sandbox ended (the
+/// egress proxy's, the port service's) wakes on another CPU, ~0.3–0.8 ms later on an idle VM,
+/// and [`run`] joins it only once its own end (the git layer, the state) is done. A launch that
+/// does not go through [`run`] calls [`end_the_rest`] itself.
+pub fn end_later(join: impl FnOnce() + Send + 'static) {
+    LATER
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(Box::new(join));
+}
+
+/// Runs what [`end_later`] was given, then waits for the native sandboxes' inits (exiting all
+/// this time: their processes were gone before the end).
+pub fn end_the_rest() {
+    let later = std::mem::take(&mut *LATER.lock().unwrap_or_else(|e| e.into_inner()));
+    for join in later {
+        join();
+    }
+    crate::native::reap_ended();
 }
 
 /// Takes the overlay lease (or demotes this session's overlays to throwaway ones) and performs the

@@ -99,7 +99,8 @@ impl Gates for NoGates {
 
 /// Launches `spec` with the native backend and waits for its workload. It returns once every
 /// process of the sandbox is gone; init's own exit (the kernel tearing down its namespaces) may
-/// still be going on, and [`reap_ended`] waits for it.
+/// still be going on, and the port service's threads may still be stopping:
+/// [`crate::session::end_the_rest`] waits for both.
 ///
 /// Raises this process's descriptor limit to the hard limit first (for the egress proxy the gates
 /// serve); the workload gets the limit this process had.
@@ -317,8 +318,9 @@ fn clone_and_wait(
     let outcome = supervise(init, &parent_end, gates, index, terminal);
     ports.wind_down();
     gates.ended();
-    // Every forward ends with the sandbox: listeners closed, relays shut, the helper gone.
-    drop(ports);
+    // Every forward ends with the sandbox: listeners closed, relays shut, the helper gone, its
+    // threads joined once the session's own end is done.
+    crate::session::end_later(move || drop(ports));
     outcome
 }
 

@@ -93,7 +93,8 @@ impl SessionGates for RunGates<'_> {
         drop(self.bridge.take());
         let messages = self.git.take().map(|git| git.finish()).unwrap_or_default();
         if let Some(proxy) = self.proxy.take() {
-            proxy.shutdown();
+            // Told to stop when the sandbox ended; joined (its log flushed) at the session's end.
+            airlock_sandbox::session::end_later(move || proxy.shutdown());
         }
         messages
     }
