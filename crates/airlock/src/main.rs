@@ -44,6 +44,9 @@ fn main() {
     let argv = cli::shorthand(std::env::args_os().collect());
     // `airlock run`: the sandbox's init may start on its root while the command line is parsed.
     let early = commands::run::early_prestart_for(&argv);
+    if let Some(args) = cli::parse_run(&argv) {
+        exit_with(commands::run::run(args, early));
+    }
     let cli = Cli::parse_from(argv);
     let early = match &cli.command {
         Some(Command::Run(_)) => early,
@@ -97,6 +100,11 @@ fn main() {
             commands::doctor::doctor(&args, rows)
         }
     };
+    exit_with(result)
+}
+
+/// Ends the process: the command's exit code, or airlock's own failure, said on stderr.
+fn exit_with(result: anyhow::Result<i32>) -> ! {
     match result {
         Ok(code) => std::process::exit(code),
         Err(error) => {
