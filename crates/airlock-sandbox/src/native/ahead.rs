@@ -239,9 +239,9 @@ impl Report {
         Report { built }
     }
 
-    /// Whether the root init built is the one `spec` plans (`planned`, its [`root_bytes`]) over
-    /// the same files: the record's hash, then every bind's source looked up now.
-    pub fn confirms(&self, spec: &SandboxSpec, planned: Option<&[u8]>) -> Result<(), Refused> {
+    /// Whether the root init built is the one planned (`planned`, the spec's [`root_bytes`]) over
+    /// the same files: the record's hash, then every bind's source as `sources` found it.
+    pub fn confirms(&self, planned: Option<&[u8]>, sources: &Sources) -> Result<(), Refused> {
         let Some(built) = &self.built else {
             return Err(Refused::NotBuilt);
         };
@@ -249,26 +249,44 @@ impl Report {
         if Sha256::digest(planned).as_slice() != built.hash {
             return Err(Refused::Changed);
         }
-        same_sources(spec, &built.sources)
+        sources.bound_as(&built.sources)
     }
 }
 
-/// Whether each bind of `spec`, in order, has as its source now the file `ids` names (device
-/// and inode, as init found it).
-pub fn same_sources(spec: &SandboxSpec, ids: &[FileId]) -> Result<(), Refused> {
-    let mut ids = ids.iter();
-    for op in &spec.mounts {
-        let MountOp::Bind { source, .. } = op else {
-            continue;
-        };
-        let now = std::fs::metadata(source).map(|m| (m.dev(), m.ino())).ok();
-        if now.is_none() || now.as_ref() != ids.next() {
-            return Err(Refused::Moved(source.clone()));
-        }
+/// The bind sources of a spec, in order, each with the file it names when looked up (device and
+/// inode, links followed as the bind follows them). Looked up while init builds the root ahead,
+/// so its report is checked at once: a file init bound is accepted only if it is the one the
+/// path named at this lookup, whichever of the two came first.
+pub struct Sources(Vec<(PathBuf, Option<FileId>)>);
+
+impl Sources {
+    pub fn now(spec: &SandboxSpec) -> Sources {
+        let binds = spec.mounts.iter().filter_map(|op| match op {
+            MountOp::Bind { source, .. } => Some(source),
+            _ => None,
+        });
+        Sources(
+            binds
+                .map(|source| {
+                    let id = std::fs::metadata(source).map(|m| (m.dev(), m.ino())).ok();
+                    (source.clone(), id)
+                })
+                .collect(),
+        )
     }
-    match ids.next() {
-        None => Ok(()),
-        Some(_) => Err(Refused::Changed),
+
+    /// Whether each source is the file `ids` names (device and inode, as init found it).
+    pub fn bound_as(&self, ids: &[FileId]) -> Result<(), Refused> {
+        let mut ids = ids.iter();
+        for (source, now) in &self.0 {
+            if now.is_none() || now.as_ref() != ids.next() {
+                return Err(Refused::Moved(source.clone()));
+            }
+        }
+        match ids.next() {
+            None => Ok(()),
+            Some(_) => Err(Refused::Changed),
+        }
     }
 }
 

@@ -155,20 +155,27 @@ impl Prestart {
             init.kill();
             return Ok(taken(None, None));
         }
-        let outcome = started
-            .ahead
-            .then(|| ahead::Report::receive(sock.as_raw_fd()).confirms(spec, planned.as_deref()));
+        // The sources looked up and the plan encoded while init may still be building; then
+        // init's report is awaited.
+        let (outcome, sent) = match started.ahead {
+            true => {
+                let sources = ahead::Sources::now(spec);
+                let light = plan(true);
+                let report = ahead::Report::receive(sock.as_raw_fd());
+                (Some(report.confirms(planned.as_deref(), &sources)), light)
+            }
+            false => (None, plan(false)),
+        };
         if let Some(Err(_)) = &outcome {
             // Not this launch's root: a fresh init builds it.
             init.kill();
             return Ok(taken(None, outcome));
         }
-        let built = outcome.is_some();
         let maps = match started.maps {
             true => Ok(()),
             false => launch::write_id_maps(init.pid, spec.uid, spec.gid),
         };
-        if let Err(e) = maps.and_then(|()| send_plan(&sock, &plan(built))) {
+        if let Err(e) = maps.and_then(|()| send_plan(&sock, &sent)) {
             init.kill();
             return Err(e);
         }

@@ -67,7 +67,7 @@ fn the_record_is_what_the_root_build_reads() {
 }
 
 #[test]
-fn sources_are_the_same_only_while_each_path_holds_the_file_init_bound() {
+fn sources_match_only_while_each_path_holds_the_file_init_bound() {
     let dir = tempfile::tempdir().expect("tempdir");
     let a = dir.path().join("a");
     let b = dir.path().join("b");
@@ -82,29 +82,41 @@ fn sources_are_the_same_only_while_each_path_holds_the_file_init_bound() {
         bind(&b, "/b"),
     ]);
     let ids = [id(&a), id(&b)];
-    assert_eq!(same_sources(&spec, &ids), Ok(()));
-    // The control above; now the attack: `b` replaced (a rename over it, as a rewrite does).
+    assert_eq!(Sources::now(&spec).bound_as(&ids), Ok(()));
+    // The control above; now the attack: `b` replaced (a rename over it, as a rewrite does),
+    // found by a lookup after the swap, and by one before it when init bound the new file.
+    let before = Sources::now(&spec);
     let fresh = dir.path().join("b.new");
     std::fs::write(&fresh, "other").expect("b.new");
     std::fs::rename(&fresh, &b).expect("rename");
-    assert_eq!(same_sources(&spec, &ids), Err(Refused::Moved(b.clone())));
+    assert_eq!(
+        Sources::now(&spec).bound_as(&ids),
+        Err(Refused::Moved(b.clone()))
+    );
+    assert_eq!(
+        before.bound_as(&[ids[0], id(&b)]),
+        Err(Refused::Moved(b.clone()))
+    );
     // A directory swapped for a link to another one.
     let other = dir.path().join("other");
     std::fs::create_dir(&other).expect("other");
     std::fs::remove_dir(&a).expect("rmdir");
     std::os::unix::fs::symlink(&other, &a).expect("symlink");
     assert_eq!(
-        same_sources(&spec, &[ids[0], id(&b)]),
+        Sources::now(&spec).bound_as(&[ids[0], id(&b)]),
         Err(Refused::Moved(a.clone()))
     );
     // Gone, or a count that does not match.
     std::fs::remove_file(&a).expect("rm link");
     assert_eq!(
-        same_sources(&spec, &[ids[0], id(&b)]),
+        Sources::now(&spec).bound_as(&[ids[0], id(&b)]),
         Err(Refused::Moved(a))
     );
     let one = spec_with(vec![bind(&b, "/b")]);
-    assert_eq!(same_sources(&one, &[id(&b), id(&b)]), Err(Refused::Changed));
+    assert_eq!(
+        Sources::now(&one).bound_as(&[id(&b), id(&b)]),
+        Err(Refused::Changed)
+    );
 }
 
 #[test]
@@ -118,13 +130,19 @@ fn a_report_confirms_only_the_planned_root() {
         hash,
         sources: vec![id(dir.path())],
     }));
-    assert_eq!(ok.confirms(&spec, Some(&planned)), Ok(()));
-    assert_eq!(ok.confirms(&spec, None), Err(Refused::Changed));
+    assert_eq!(ok.confirms(Some(&planned), &Sources::now(&spec)), Ok(()));
+    assert_eq!(
+        ok.confirms(None, &Sources::now(&spec)),
+        Err(Refused::Changed)
+    );
     let mut other = planned.clone();
     other.push(b' ');
-    assert_eq!(ok.confirms(&spec, Some(&other)), Err(Refused::Changed));
     assert_eq!(
-        report(None).confirms(&spec, Some(&planned)),
+        ok.confirms(Some(&other), &Sources::now(&spec)),
+        Err(Refused::Changed)
+    );
+    assert_eq!(
+        report(None).confirms(Some(&planned), &Sources::now(&spec)),
         Err(Refused::NotBuilt)
     );
 }
