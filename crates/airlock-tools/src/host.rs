@@ -2,7 +2,7 @@
 //! under them. Tests point it at a fixture home and a fixture `PATH`.
 
 use std::cell::{OnceCell, RefCell};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ffi::{CString, OsString};
 use std::fs;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -40,12 +40,41 @@ pub struct HostView {
 struct PathDir {
     entry: String,
     dir: Option<OwnedFd>,
+    /// The directory's names, when it is small enough to be listed ([`LISTED_DIR_BYTES`]).
+    names: Option<HashSet<Vec<u8>>>,
 }
 
+/// A `PATH` directory this small (`st_size`: one or two ext4 blocks, ~400 tmpfs entries) is listed
+/// once, and a name the listing lacks is not looked up: a launch looks up ~35 names in every
+/// entry, mostly misses, and one `getdents` of a small directory costs what a few `fstatat`s
+/// do. A larger one (`/usr/bin`) is looked in name by name.
+const LISTED_DIR_BYTES: i64 = 8192;
+
 impl PathDir {
+    fn open(entry: &str) -> PathDir {
+        // O_PATH: a directory that may be searched but not listed still counts.
+        let dir = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(entry)
+            .ok()
+            .map(OwnedFd::from);
+        let names = dir.as_ref().and_then(list_small);
+        PathDir {
+            entry: entry.to_owned(),
+            dir,
+            names,
+        }
+    }
+
     /// `entry/name` when it is an executable regular file (symlinks followed, as `execve` does).
     fn program(&self, name: &CString) -> Option<PathBuf> {
         let dir = self.dir.as_ref()?;
+        if let Some(names) = &self.names
+            && !names.contains(name.as_bytes())
+        {
+            return None;
+        }
         // SAFETY: stat is plain data; fstatat writes it and reads the C string.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         let found = unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), &mut st, 0) } == 0
@@ -53,6 +82,29 @@ impl PathDir {
             && st.st_mode & 0o111 != 0;
         found.then(|| Path::new(&self.entry).join(name.to_str().unwrap_or_default()))
     }
+}
+
+/// The names in `dir` when its size is at most [`LISTED_DIR_BYTES`] and it can be listed; else
+/// `None` (each name is then looked up).
+fn list_small(dir: &OwnedFd) -> Option<HashSet<Vec<u8>>> {
+    use nix::fcntl::OFlag;
+    let st = nix::sys::stat::fstat(dir.as_raw_fd()).ok()?;
+    if st.st_size > LISTED_DIR_BYTES {
+        return None;
+    }
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let mut listing = nix::dir::Dir::openat(
+        Some(dir.as_raw_fd()),
+        ".",
+        flags,
+        nix::sys::stat::Mode::empty(),
+    )
+    .ok()?;
+    listing
+        .iter()
+        .map(|entry| entry.map(|e| e.file_name().to_bytes().to_vec()))
+        .collect::<Result<_, _>>()
+        .ok()
 }
 
 impl PartialEq for HostView {
@@ -159,16 +211,7 @@ impl HostView {
                 .unwrap_or("")
                 .split(':')
                 .filter(|entry| !entry.is_empty() && seen.insert(*entry))
-                .map(|entry| PathDir {
-                    entry: entry.to_owned(),
-                    // O_PATH: a directory that may be searched but not listed still counts.
-                    dir: fs::OpenOptions::new()
-                        .read(true)
-                        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
-                        .open(entry)
-                        .ok()
-                        .map(OwnedFd::from),
-                })
+                .map(PathDir::open)
                 .collect()
         })
     }
@@ -391,3 +434,6 @@ mod path_safety_tests {
         );
     }
 }
+
+#[cfg(test)]
+mod tests;
