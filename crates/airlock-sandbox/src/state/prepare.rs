@@ -79,14 +79,18 @@ pub fn prepare(steps: &[PrepareStep]) -> Result<(), StateError> {
 fn symlinks(dir: &Path, link_to: &Path, names: &[String]) -> Result<(), StateError> {
     create_private_dir_all(dir)?;
     let plain = |n: &str| !n.is_empty() && n != "." && n != ".." && !n.contains('/');
+    // The names already right, each read once.
+    let mut right = std::collections::HashSet::new();
     for entry in fs::read_dir(dir).map_err(io_err("read", dir))?.flatten() {
         let path = entry.path();
-        let wanted = entry
-            .file_name()
+        let file_name = entry.file_name();
+        let wanted = file_name
             .to_str()
-            .is_some_and(|n| names.iter().any(|w| w == n))
-            && fs::read_link(&path).is_ok_and(|to| to == link_to);
-        if !wanted {
+            .filter(|n| names.iter().any(|w| w == n))
+            .filter(|_| fs::read_link(&path).is_ok_and(|to| to == link_to));
+        if let Some(name) = wanted {
+            right.insert(name.to_owned());
+        } else {
             let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
             let removed = if is_dir {
                 remove_tree(&path)
@@ -99,11 +103,10 @@ fn symlinks(dir: &Path, link_to: &Path, names: &[String]) -> Result<(), StateErr
         }
     }
     for name in names.iter().filter(|n| plain(n)) {
-        let path = dir.join(name);
-        if fs::read_link(&path).is_ok_and(|to| to == link_to) {
-            continue;
+        if right.insert(name.clone()) {
+            let path = dir.join(name);
+            std::os::unix::fs::symlink(link_to, &path).map_err(io_err("create", &path))?;
         }
-        std::os::unix::fs::symlink(link_to, &path).map_err(io_err("create", &path))?;
     }
     Ok(())
 }

@@ -314,3 +314,50 @@ fn lock_idle_is_refused_while_a_session_runs_and_removes_the_root_after() {
     assert!(!dir.exists());
     lock.remove_state().expect("a missing root is no error");
 }
+
+#[test]
+fn a_symlinks_step_leaves_exactly_the_names_each_linked_once() {
+    use std::os::unix::fs::MetadataExt as _;
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("bin");
+    let link_to = root.path().join("shim");
+    fs::create_dir(&dir).expect("dir");
+    std::os::unix::fs::symlink(&link_to, dir.join("right")).expect("right");
+    std::os::unix::fs::symlink("/elsewhere", dir.join("wrong")).expect("wrong");
+    fs::write(dir.join("stray"), "x").expect("stray");
+    fs::create_dir_all(dir.join("stray-dir/inner")).expect("stray dir");
+    let kept = fs::symlink_metadata(dir.join("right"))
+        .expect("right")
+        .ino();
+    let names: Vec<String> = ["right", "wrong", "new", "new", "../out", ""]
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    let step = crate::spec::PrepareStep::Symlinks {
+        dir: dir.clone(),
+        link_to: link_to.clone(),
+        names,
+    };
+    prepare(&[step]).expect("prepare");
+    let mut left: Vec<String> = fs::read_dir(&dir)
+        .expect("read")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["new", "right", "wrong"]);
+    for name in &left {
+        assert_eq!(
+            fs::read_link(dir.join(name)).expect("link"),
+            link_to,
+            "{name}"
+        );
+    }
+    // A link already right is left as it was, not made again.
+    assert_eq!(
+        fs::symlink_metadata(dir.join("right"))
+            .expect("right")
+            .ino(),
+        kept
+    );
+    assert!(!root.path().join("out").exists());
+}
