@@ -292,7 +292,7 @@ fn clone_and_wait(
         )));
     }
     // Before the gates start threads: the forwards' helper is forked while this is one thread.
-    let ports = match crate::ports::PortService::start(spec, pid) {
+    let mut ports = match crate::ports::PortService::start(spec, pid) {
         Ok(ports) => ports,
         Err(e) => {
             // A host port in use (or no way into the sandbox's network): nothing ran yet.
@@ -307,6 +307,7 @@ fn clone_and_wait(
     }
     send_go(&parent_end, child::RUN, init)?;
     // While the workload starts on the other CPU.
+    ports.serve();
     if let Some(record) = record {
         record.save();
     }

@@ -163,16 +163,15 @@ pub(crate) struct Server {
     dir: RunDir,
     socket: String,
     record: String,
+    /// Bound and listening; answered once [`Server::serve`] has started the thread.
+    listener: Option<UnixListener>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Server {
-    /// Binds `<dir>/<pid>.sock`, writes `<pid>.json` and starts answering.
-    pub fn start(
-        shared: &Arc<Shared>,
-        dir: &Path,
-        record: &SessionRecord,
-    ) -> Result<Server, String> {
+    /// Binds `<dir>/<pid>.sock` and writes `<pid>.json`: from here a client's connection waits in
+    /// the socket's backlog until [`Server::serve`] answers it.
+    pub fn start(dir: &Path, record: &SessionRecord) -> Result<Server, String> {
         let dir = RunDir::open(dir).map_err(|e| format!("no control socket: {e}"))?;
         let socket = super::socket_name(record.pid);
         let path = dir.path.join(&socket);
@@ -208,17 +207,28 @@ impl Server {
                 dir.path.join(&record_name).display()
             ));
         }
+        Ok(Server {
+            dir,
+            socket,
+            record: record_name,
+            listener: Some(listener),
+            thread: None,
+        })
+    }
+
+    /// Starts answering on the control thread (once; the launch calls it after its workload may
+    /// run, so the thread's start is not on the way to it).
+    pub fn serve(&mut self, shared: &Arc<Shared>) -> Result<(), String> {
+        let Some(listener) = self.listener.take() else {
+            return Ok(());
+        };
         let s = Arc::clone(shared);
         let thread = std::thread::Builder::new()
             .name("airlock-control".into())
             .spawn(move || serve(&s, &listener))
             .map_err(|e| format!("no control socket: {e}"))?;
-        Ok(Server {
-            dir,
-            socket,
-            record: record_name,
-            thread: Some(thread),
-        })
+        self.thread = Some(thread);
+        Ok(())
     }
 
     /// Stops answering and removes the socket and the record.
@@ -227,6 +237,11 @@ impl Server {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+        self.remove();
+    }
+
+    /// Removes the socket and the record (a server whose thread never started).
+    pub fn remove(self) {
         self.dir.unlink(&self.socket);
         self.dir.unlink(&self.record);
     }

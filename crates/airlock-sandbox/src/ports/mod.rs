@@ -321,12 +321,9 @@ impl PortService {
         };
         service.open_launch_forwards(&ports.forwards)?;
         if let Some(dir) = &ports.control_dir {
-            match control::Server::start(&service.shared, dir, session) {
+            match control::Server::start(dir, session) {
                 Ok(server) => service.control = Some(server),
-                Err(e) => service.warnings.push(format!(
-                    "{e}; `airlock forward`, `airlock sessions` and OAuth callbacks through the \
-                     bridge do not reach this session"
-                )),
+                Err(e) => service.warnings.push(no_control(&e)),
             }
         }
         Ok(service)
@@ -397,11 +394,35 @@ impl PortService {
 }
 
 impl PortService {
+    /// Starts the control socket's thread ([`PortService::start`] bound it and wrote the
+    /// session's record): called once the workload may run. A thread that cannot start leaves a
+    /// warning, as a socket that cannot be bound does, and its socket and record are removed.
+    pub fn serve(&mut self) {
+        let failed = match self.control.as_mut() {
+            Some(control) => control.serve(&self.shared).err(),
+            None => None,
+        };
+        if let Some(e) = failed {
+            if let Some(control) = self.control.take() {
+                control.remove();
+            }
+            self.warnings.push(no_control(&e));
+        }
+    }
+
     /// Tells the control socket's and the forwards' threads to stop, without waiting: they wind
     /// down while the supervisor ends the other gates; dropping the service then joins them.
     pub fn wind_down(&self) {
         self.shared.stop.fire();
     }
+}
+
+/// The warning for a session without its control socket.
+fn no_control(e: &str) -> String {
+    format!(
+        "{e}; `airlock forward`, `airlock sessions` and OAuth callbacks through the bridge do \
+         not reach this session"
+    )
 }
 
 impl Drop for PortService {

@@ -243,7 +243,9 @@ fn start_gates(
     if !spec.ports.forwards.is_empty() || spec.ports.control_dir.is_some() {
         // The namespace files refuse us while the runtime's init still runs (`enter.rs`).
         super::enter::wait_until_open(pid, "net").map_err(LaunchError::Setup)?;
-        let service = crate::ports::PortService::start(spec, pid).map_err(LaunchError::Setup)?;
+        let mut service =
+            crate::ports::PortService::start(spec, pid).map_err(LaunchError::Setup)?;
+        service.serve();
         for warning in service.warnings() {
             eprintln!("airlock: warning: {warning}");
         }

@@ -16,7 +16,9 @@ fn control_requests_open_forwards_and_callbacks_within_their_caps() {
         forwards: Vec::new(),
         control_dir: Some(run.clone()),
     };
-    let service = PortService::start_for(&me, &ports, sandbox.pid()).expect("start");
+    let service = PortService::start_for(&me, &ports, sandbox.pid())
+        .map(serving)
+        .expect("start");
     let socket = run.join(socket_name(me.pid));
     let host = free_port();
     let ok = ask(
@@ -112,6 +114,7 @@ fn a_callback_forward_ends_soon_after_its_first_answered_request_or_at_its_deadl
         &PortsSpec::default(),
         sandbox.pid(),
     )
+    .map(serving)
     .expect("start");
     let shared = &service.shared;
     shared.open_callback(inside).expect("callback");
@@ -148,7 +151,9 @@ fn host_network_sessions_forward_nothing() {
         forwards: Vec::new(),
         control_dir: Some(run.clone()),
     };
-    let service = PortService::start_for(&me, &ports, 1).expect("start");
+    let service = PortService::start_for(&me, &ports, 1)
+        .map(serving)
+        .expect("start");
     let socket = run.join(socket_name(me.pid));
     for request in [
         Request::Forward {
@@ -181,7 +186,9 @@ fn the_run_dir_is_never_a_link_and_stale_entries_are_replaced_not_followed() {
         forwards: Vec::new(),
         control_dir: Some(linked.clone()),
     };
-    let service = PortService::start_for(&me, &ports, 1).expect("start");
+    let service = PortService::start_for(&me, &ports, 1)
+        .map(serving)
+        .expect("start");
     assert!(
         service.warnings()[0].contains("is not a directory airlock can use"),
         "{:?}",
@@ -205,7 +212,9 @@ fn the_run_dir_is_never_a_link_and_stale_entries_are_replaced_not_followed() {
         forwards: Vec::new(),
         control_dir: Some(run.clone()),
     };
-    let service = PortService::start_for(&me, &ports, 1).expect("start");
+    let service = PortService::start_for(&me, &ports, 1)
+        .map(serving)
+        .expect("start");
     assert!(service.warnings().is_empty(), "{:?}", service.warnings());
     let mode = std::fs::metadata(&run).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o700);
@@ -241,7 +250,9 @@ fn the_control_socket_answers_only_its_own_uid() {
         forwards: Vec::new(),
         control_dir: Some(run.clone()),
     };
-    let service = PortService::start_for(&me, &ports, 1).expect("start");
+    let service = PortService::start_for(&me, &ports, 1)
+        .map(serving)
+        .expect("start");
     let sock = run.join(socket_name(me.pid));
     // Opened up by hand, as a mistake would: the uid check still refuses.
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -324,4 +335,26 @@ fn session_records_list_live_sessions_and_drop_stale_ones() {
         "stale removed"
     );
     assert!(run.join("3.json").exists(), "junk is left alone");
+}
+
+#[test]
+fn a_client_that_connects_before_the_thread_starts_is_answered_once_it_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let me = session(NetworkMode::Host, Some(&run));
+    let ports = PortsSpec {
+        forwards: Vec::new(),
+        control_dir: Some(run.clone()),
+    };
+    // Bound and recorded, as a launch leaves it until its workload may run.
+    let mut service = PortService::start_for(&me, &ports, 1).expect("start");
+    let sock = run.join(socket_name(me.pid));
+    assert!(run.join(format!("{}.json", me.pid)).is_file());
+    let early = std::thread::spawn(move || ask(&sock, &Request::Ports, ASK));
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!early.is_finished(), "answered before the thread started");
+    service.serve();
+    assert_eq!(early.join().unwrap().unwrap(), "[]");
+    drop(service);
+    assert!(!run.join(socket_name(me.pid)).exists());
 }

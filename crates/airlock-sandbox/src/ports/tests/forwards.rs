@@ -16,7 +16,9 @@ fn inbound_forwards_reach_the_sandbox_and_end_with_the_service() {
         control_dir: Some(run.clone()),
     };
     let me = session(NetworkMode::Proxy, Some(&run));
-    let service = PortService::start_for(&me, &ports, sandbox.pid()).expect("start");
+    let service = PortService::start_for(&me, &ports, sandbox.pid())
+        .map(serving)
+        .expect("start");
     assert!(service.warnings().is_empty(), "{:?}", service.warnings());
     assert_eq!(echo_through(host), "ping", "through the forward");
     // Control: the server lives in the sandbox's network namespace alone.
@@ -84,6 +86,7 @@ fn outbound_forwards_reach_the_named_host_service_only() {
         control_dir: None,
     };
     let service = PortService::start_for(&session(NetworkMode::None, None), &ports, sandbox.pid())
+        .map(serving)
         .expect("start");
     assert_eq!(sandbox.connect(5432), "got from the host");
     // Control: the host's port itself is not reachable from the sandbox's namespace.

@@ -187,3 +187,9 @@ fn helpers(net: &Path) -> Vec<u32> {
         })
         .collect()
 }
+
+/// A started service answering on its control socket, as a launch has it once the workload runs.
+fn serving(mut service: PortService) -> PortService {
+    service.serve();
+    service
+}

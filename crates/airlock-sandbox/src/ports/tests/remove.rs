@@ -25,7 +25,9 @@ fn remove_closes_the_listener_and_leaves_open_connections_alone() {
         ],
         control_dir: Some(run.clone()),
     };
-    let service = PortService::start_for(&me, &ports, sandbox.pid()).expect("start");
+    let service = PortService::start_for(&me, &ports, sandbox.pid())
+        .map(serving)
+        .expect("start");
     let socket = run.join(socket_name(me.pid));
     let host = free_port();
     ask(
