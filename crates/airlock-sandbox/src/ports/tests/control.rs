@@ -145,12 +145,7 @@ fn a_callback_forward_ends_soon_after_its_first_answered_request_or_at_its_deadl
 #[test]
 fn host_network_sessions_forward_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let run = dir.path().join("run");
-    let me = session(NetworkMode::Host, Some(&run));
-    let ports = PortsSpec {
-        forwards: Vec::new(),
-        control_dir: Some(run.clone()),
-    };
+    let (run, me, ports) = host_session_in(dir.path());
     let service = PortService::start_for(&me, &ports, 1)
         .map(serving)
         .expect("start");
@@ -340,12 +335,7 @@ fn session_records_list_live_sessions_and_drop_stale_ones() {
 #[test]
 fn a_client_that_connects_before_the_thread_starts_is_answered_once_it_does() {
     let dir = tempfile::tempdir().unwrap();
-    let run = dir.path().join("run");
-    let me = session(NetworkMode::Host, Some(&run));
-    let ports = PortsSpec {
-        forwards: Vec::new(),
-        control_dir: Some(run.clone()),
-    };
+    let (run, me, ports) = host_session_in(dir.path());
     // Bound and recorded, as a launch leaves it until its workload may run.
     let mut service = PortService::start_for(&me, &ports, 1).expect("start");
     let sock = run.join(socket_name(me.pid));
@@ -357,4 +347,15 @@ fn a_client_that_connects_before_the_thread_starts_is_answered_once_it_does() {
     assert_eq!(early.join().unwrap().unwrap(), "[]");
     drop(service);
     assert!(!run.join(socket_name(me.pid)).exists());
+}
+
+/// A host-network session whose control socket goes in `<dir>/run`.
+fn host_session_in(dir: &Path) -> (PathBuf, SessionRecord, PortsSpec) {
+    let run = dir.join("run");
+    let me = session(NetworkMode::Host, Some(&run));
+    let ports = PortsSpec {
+        forwards: Vec::new(),
+        control_dir: Some(run.clone()),
+    };
+    (run, me, ports)
 }
