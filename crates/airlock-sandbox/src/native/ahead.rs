@@ -260,6 +260,7 @@ impl Report {
 pub struct Sources(Vec<(PathBuf, Option<FileId>)>);
 
 impl Sources {
+    /// Each bind source of `spec`, looked up now.
     pub fn now(spec: &SandboxSpec) -> Sources {
         let binds = spec.mounts.iter().filter_map(|op| match op {
             MountOp::Bind { source, .. } => Some(source),
