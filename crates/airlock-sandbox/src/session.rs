@@ -94,8 +94,9 @@ pub fn run(
 static LATER: std::sync::Mutex<Vec<Box<dyn FnOnce() + Send>>> = std::sync::Mutex::new(Vec::new());
 
 /// Hands `join` to the end of the session: a thread told to stop when the sandbox ended (the
-/// egress proxy's, the port service's) wakes on another CPU, ~0.3–0.8 ms later on an idle VM,
-/// and [`run`] joins it only once its own end (the git layer, the state) is done. A launch that
+/// egress proxy's, the port service's) wakes on another CPU, ~0.3–0.8 ms later on an idle VM, and
+/// a native sandbox's init is still exiting (the kernel tearing down its namespaces, ~1 ms);
+/// [`run`] waits for them only once its own end (the git layer, the state) is done. A launch that
 /// does not go through [`run`] calls [`end_the_rest`] itself.
 pub fn end_later(join: impl FnOnce() + Send + 'static) {
     LATER
@@ -104,14 +105,12 @@ pub fn end_later(join: impl FnOnce() + Send + 'static) {
         .push(Box::new(join));
 }
 
-/// Runs what [`end_later`] was given, then waits for the native sandboxes' inits (exiting all
-/// this time: their processes were gone before the end).
+/// Runs what [`end_later`] was given.
 pub fn end_the_rest() {
     let later = std::mem::take(&mut *LATER.lock().unwrap_or_else(|e| e.into_inner()));
     for join in later {
         join();
     }
-    crate::native::reap_ended();
 }
 
 /// Takes the overlay lease (or demotes this session's overlays to throwaway ones) and performs the

@@ -42,20 +42,6 @@ impl Init {
     }
 }
 
-/// Inits whose sandbox has ended (every other process gone) and whose own exit, the kernel's
-/// teardown of their namespaces, may still be going on: [`reap_ended`] waits for them.
-pub(super) static ENDING: std::sync::Mutex<Vec<Init>> = std::sync::Mutex::new(Vec::new());
-
-/// Waits for the inits of the sandboxes [`run`] returned from: the end of a session calls it once
-/// the session's own end (its gates, its state) is done, which the kernel's teardown of the
-/// sandbox's namespaces (~1 ms: its mounts, an RCU grace period) overlapped.
-pub fn reap_ended() {
-    let ending = std::mem::take(&mut *ENDING.lock().unwrap_or_else(|e| e.into_inner()));
-    for mut init in ending {
-        init.wait();
-    }
-}
-
 fn wait_pidfd(pidfd: &OwnedFd) {
     // SAFETY: siginfo is plain data; waitid with P_PIDFD reaps exactly this child.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };

@@ -11,7 +11,7 @@ use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 use super::cgroup::Cgroup;
 use super::child::{self, ChildPlan};
 use super::creds::{self, DroppedGroups};
-use super::init::{ENDING, Init};
+use super::init::Init;
 use super::supervise::{Terminal, say, supervise};
 use super::sys::{self, Cloned};
 use super::tty::{RawMode, TtyPlan};
@@ -99,8 +99,8 @@ impl Gates for NoGates {
 
 /// Launches `spec` with the native backend and waits for its workload. It returns once every
 /// process of the sandbox is gone; init's own exit (the kernel tearing down its namespaces) may
-/// still be going on, and the port service's threads may still be stopping:
-/// [`crate::session::end_the_rest`] waits for both.
+/// still be going on, and the port service's threads may still be stopping: both are handed to
+/// [`crate::session::end_later`], and [`crate::session::end_the_rest`] waits for them.
 ///
 /// Raises this process's descriptor limit to the hard limit first (for the egress proxy the gates
 /// serve); the workload gets the limit this process had.
@@ -180,8 +180,9 @@ pub(crate) fn run_with(
             init.wait();
         }
         report_events(spec, cgroup.finish());
-    } else if let Some(init) = init {
-        ENDING.lock().unwrap_or_else(|e| e.into_inner()).push(init);
+    } else if let Some(mut init) = init {
+        // Its exit (the kernel tearing down its namespaces) overlaps the session's own end.
+        crate::session::end_later(move || init.wait());
     }
     let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&previous), None);
     result

@@ -33,7 +33,6 @@ mod tty;
 mod workload;
 
 pub use child::SETUP_FAILED;
-pub use init::reap_ended;
 pub use launch::{
     Gates, LaunchError, NoGates, OOM_MARKER, Outcome, namespaces, run, run_prestarted,
 };
