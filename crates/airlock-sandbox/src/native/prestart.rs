@@ -235,6 +235,9 @@ fn start(
     cpus: &Cpus,
 ) -> ! {
     let fd = sock.as_raw_fd();
+    // A forked child may run first on airlock's CPU (airlock preempted until it blocks); so the
+    // starter moves itself before anything else, as airlock moves it when airlock runs first.
+    cpus.run_elsewhere(0);
     // Dropped for good: the starter only clones and exits.
     if let Err(e) = DroppedGroups::for_clone() {
         child::die(fd, &e.to_string());
@@ -288,10 +291,11 @@ fn start(
 
 /// The CPUs airlock may run on, and the one it runs on now.
 ///
-/// A forked process starts on its parent's CPU, and the scheduler here left the starter waiting
-/// there behind airlock for ~2 ms while the other CPU idled: it then made the namespaces while
-/// airlock waited. So the starter is placed on another CPU of airlock's set; init, which it
-/// clones there (and which builds the root ahead there), gets the whole set back.
+/// A forked process starts on its parent's CPU, and the scheduler here either left the starter
+/// waiting there behind airlock for ~2 ms while the other CPU idled, or ran it first, airlock
+/// waiting ~1 ms for the CPU while the starter cloned init. So the starter is placed on another
+/// CPU of airlock's set, by whichever of the two runs first; init, which it clones there (and
+/// which builds the root ahead there), gets the whole set back.
 struct Cpus {
     allowed: Option<nix::sched::CpuSet>,
     now: Option<usize>,
@@ -305,7 +309,7 @@ impl Cpus {
         Cpus { allowed, now }
     }
 
-    /// Moves `pid` to another CPU of the set; nothing when there is none.
+    /// Moves `pid` (0: the caller) to another CPU of the set; nothing when there is none.
     fn run_elsewhere(&self, pid: libc::pid_t) {
         let (Some(allowed), Some(now)) = (&self.allowed, self.now) else {
             return;
