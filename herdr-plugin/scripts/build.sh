@@ -9,9 +9,9 @@ if ! command -v cargo >/dev/null 2>&1; then
     echo "cargo was not found: install Rust (https://rustup.rs), then run sh scripts/build.sh again." >&2
     exit 1
 fi
-cargo build --release --locked --manifest-path "$repo/Cargo.toml" -p airlock
+# As airlock ships: statically linked where the host allows (scripts/cargo-static).
+sh "$repo/scripts/cargo-static" build --release --locked --manifest-path "$repo/Cargo.toml" -p airlock
 mkdir -p "$here/bin"
-target=${CARGO_TARGET_DIR:-$repo/target}
-cp "$target/release/airlock" "$here/bin/airlock.tmp"
+cp "$(sh "$repo/scripts/cargo-static" --out-dir)/airlock" "$here/bin/airlock.tmp"
 mv "$here/bin/airlock.tmp" "$here/bin/airlock"
 echo "installed $here/bin/airlock"

@@ -22,6 +22,7 @@ pub mod ask;
 mod host;
 pub mod inject;
 pub mod log;
+pub mod nss;
 mod policy;
 pub mod presets;
 mod proxy;

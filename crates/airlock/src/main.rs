@@ -11,6 +11,7 @@ use cli::{Cli, Command, RunArgs, SandboxesCommand};
 const EXIT_AIRLOCK_FAILED: i32 = 125;
 
 fn main() {
+    airlock_egress::nss::hosts_from_files_and_dns();
     // Multi-call: started as a shim name (xdg-open, code, git-credential-airlock, ...), act as it.
     let mut args = std::env::args_os();
     let argv0 = args.next();

@@ -3,6 +3,7 @@
 //! starts faster than the whole airlock.
 
 fn main() {
+    airlock_egress::nss::hosts_from_files_and_dns();
     let mut args = std::env::args_os();
     let argv0 = args.next().unwrap_or_default();
     // `git` in readonly mode: the real git, with a hint when a write fails (airlock-tools).
