@@ -217,9 +217,11 @@ pub enum Refused {
 
 impl Report {
     /// Waits for init's report on `sock` (init may still be building); an init that ended
-    /// without one reports nothing built.
-    pub(super) fn receive(sock: RawFd) -> Report {
-        let mut buf = vec![0u8; RECORD_CAP as usize / 8];
+    /// without one reports nothing built. The buffer holds the ids of `sources` and one more,
+    /// so a report of more binds than this launch planned is still seen to be one and refused
+    /// (a larger message is cut to the buffer, a datagram at a time).
+    pub(super) fn receive(sock: RawFd, sources: &Sources) -> Report {
+        let mut buf = vec![0u8; 33 + 16 * (sources.0.len() + 1)];
         let got = sys::recv_with_fd(sock, &mut buf, nix::sys::socket::MsgFlags::empty());
         let built = match got {
             Ok((n, _)) if n >= 33 && buf[0] == BUILT && (n - 33) % 16 == 0 => {

@@ -127,7 +127,7 @@ impl Prestart {
     pub(super) fn take_for(
         mut self,
         spec: &SandboxSpec,
-        plan: impl FnOnce(bool) -> Vec<u8>,
+        plan: impl Fn(bool) -> Vec<u8>,
     ) -> Result<Taken, LaunchError> {
         let planned = self
             .record
@@ -135,6 +135,12 @@ impl Prestart {
             .then(|| ahead::root_bytes(spec))
             .flatten();
         let record = self.record.take();
+        // With a root to build ahead, the sources are looked up and `G` encoded before the
+        // starter is waited for: it reports `P` at once but exits only once it has made init's
+        // network namespace, which init joins before it can report its root anyway.
+        let early = record
+            .is_some()
+            .then(|| (ahead::Sources::now(spec), plan(true)));
         let taken = |init, outcome| Taken {
             init,
             record: record.map(|path| {
@@ -155,16 +161,18 @@ impl Prestart {
             init.kill();
             return Ok(taken(None, None));
         }
-        // The sources looked up and the plan encoded while init may still be building; then
-        // init's report is awaited.
-        let (outcome, sent) = match started.ahead {
-            true => {
-                let sources = ahead::Sources::now(spec);
-                let light = plan(true);
-                let report = ahead::Report::receive(sock.as_raw_fd());
+        // Init's report is awaited; the sources were looked up while init may still be building.
+        let (outcome, sent) = match (started.ahead, early) {
+            (true, Some((sources, light))) => {
+                let report = ahead::Report::receive(sock.as_raw_fd(), &sources);
                 (Some(report.confirms(planned.as_deref(), &sources)), light)
             }
-            false => (None, plan(false)),
+            // The starter hands init a root only from the record.
+            (true, None) => {
+                init.kill();
+                return Ok(taken(None, None));
+            }
+            (false, _) => (None, plan(false)),
         };
         if let Some(Err(_)) = &outcome {
             // Not this launch's root: a fresh init builds it.

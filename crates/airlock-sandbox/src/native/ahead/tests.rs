@@ -209,3 +209,40 @@ fn saving_writes_the_mark_and_the_root_and_removes_a_record_of_no_use() {
     assert!(!path.exists());
     assert_eq!(builds_ahead_on_host_network(&path), None);
 }
+
+#[test]
+fn a_report_of_more_binds_than_planned_is_received_as_such_and_refused() {
+    use std::os::fd::AsRawFd as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = spec_with(vec![bind(dir.path(), "/d")]);
+    let planned = root_bytes(&spec).expect("plain");
+    let hash: [u8; 32] = Sha256::digest(&planned).into();
+    let sources = Sources::now(&spec);
+    let message = |ids: usize| {
+        let mut m = vec![BUILT];
+        m.extend_from_slice(&hash);
+        for _ in 0..ids {
+            let (dev, ino) = id(dir.path());
+            m.extend_from_slice(&dev.to_le_bytes());
+            m.extend_from_slice(&ino.to_le_bytes());
+        }
+        m
+    };
+    let (ours, init) = crate::native::launch::launch_socket().expect("socketpair");
+    // The planned report is received whole and confirmed.
+    crate::native::child::send(init.as_raw_fd(), BUILT, &message(1)[1..]);
+    let report = Report::receive(ours.as_raw_fd(), &sources);
+    assert_eq!(report.confirms(Some(&planned), &sources), Ok(()));
+    // Far more ids than the buffer holds: cut to it, still more than planned, refused.
+    crate::native::child::send(init.as_raw_fd(), BUILT, &message(40)[1..]);
+    let report = Report::receive(ours.as_raw_fd(), &sources);
+    assert_eq!(
+        report.built.as_ref().map(|b| b.sources.len()),
+        Some(2),
+        "cut to the planned ids and one more"
+    );
+    assert_eq!(
+        report.confirms(Some(&planned), &sources),
+        Err(Refused::Changed)
+    );
+}
