@@ -68,6 +68,9 @@ pub fn run(
     for message in gates.finish() {
         eprintln!("airlock: {message}");
     }
+    // Earlier sessions' overlay work dirs, set aside by the prepare steps: removed while this
+    // sandbox's mounts are torn down, before the session's end waits for that.
+    state::clear_stale_work(&spec.prepare);
     let remove = rm || (created_now && launched.is_err());
     if lease.is_some() || remove {
         // The overlay layers are free, and the state can go, once init's mounts are gone and

@@ -36,10 +36,14 @@ pub fn prepare(steps: &[PrepareStep]) -> Result<(), StateError> {
             PrepareStep::OverlayDirs { dir } => {
                 create_private_dir_all(&dir.join("upper"))?;
                 let work = dir.join("work");
-                // The kernel leaves `work/work` (mode 000) behind; a fresh work dir is always valid.
-                remove_tree(&work)
-                    .or_else(ignore_missing)
-                    .map_err(io_err("reset", &work))?;
+                // The kernel leaves `work/work` (mode 000) behind; a fresh work dir is always
+                // valid. The old one is set aside (a rename: half what removing it costs here)
+                // and removed at the session's end ([`clear_stale_work`]), else removed now.
+                if set_aside(&work, &dir.join(STALE_WORK)).is_err() {
+                    remove_tree(&work)
+                        .or_else(ignore_missing)
+                        .map_err(io_err("reset", &work))?;
+                }
                 create_private_dir_all(&work)?;
             }
             PrepareStep::SeedFile { from, to } => {
@@ -111,6 +115,33 @@ fn symlinks(dir: &Path, link_to: &Path, names: &[String]) -> Result<(), StateErr
     Ok(())
 }
 
+/// Where an overlay's old work dirs wait for [`clear_stale_work`], beside `upper` and `work`.
+const STALE_WORK: &str = "stale-work";
+
+/// Moves `work` into `stale` under a name of its own; Ok when there was none to move.
+fn set_aside(work: &Path, stale: &Path) -> io::Result<()> {
+    if fs::symlink_metadata(work).is_err() {
+        return Ok(());
+    }
+    create_private_dir_all(stale).map_err(|e| io::Error::other(e.to_string()))?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    fs::rename(work, stale.join(format!("{}-{nanos}", std::process::id())))
+}
+
+/// Removes the work dirs the prepare steps of `steps` set aside: call it once the launch is
+/// over (they are earlier sessions', which no mount uses), while the sandbox's own mounts are
+/// still being torn down. Best effort: what is left goes at a later session's end.
+pub fn clear_stale_work(steps: &[PrepareStep]) {
+    for step in steps {
+        if let PrepareStep::OverlayDirs { dir } = step {
+            let _ = remove_tree(&dir.join(STALE_WORK));
+        }
+    }
+}
+
 fn ignore_missing(e: io::Error) -> io::Result<()> {
     if e.kind() == io::ErrorKind::NotFound {
         Ok(())
@@ -145,6 +176,7 @@ fn replace(path: &Path, bytes: &[u8], keep_existing: bool) -> Result<(), StateEr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
     use std::path::PathBuf;
 
     #[test]
@@ -160,6 +192,18 @@ mod tests {
         prepare(&steps).expect("prepare");
         assert!(layers.join("upper/kept").exists());
         assert_eq!(fs::read_dir(layers.join("work")).expect("work").count(), 0);
+        // The old work dir waits beside it, kernel's mode 000 and all, until the session's end.
+        let stale = layers.join(STALE_WORK);
+        assert_eq!(fs::read_dir(&stale).expect("stale").count(), 1);
+        fs::create_dir_all(layers.join("work/work")).expect("stale work again");
+        fs::set_permissions(layers.join("work/work"), fs::Permissions::from_mode(0o000))
+            .expect("mode 000");
+        prepare(&steps).expect("prepare again");
+        assert_eq!(fs::read_dir(&stale).expect("stale").count(), 2);
+        clear_stale_work(&steps);
+        assert!(!stale.exists(), "cleared at the session's end");
+        assert!(layers.join("upper/kept").exists());
+        assert!(layers.join("work").is_dir());
     }
 
     #[test]
