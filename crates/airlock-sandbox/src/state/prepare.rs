@@ -39,7 +39,7 @@ pub fn prepare(steps: &[PrepareStep]) -> Result<(), StateError> {
                 // The kernel leaves `work/work` (mode 000) behind; a fresh work dir is always
                 // valid. The old one is set aside (a rename: half what removing it costs here)
                 // and removed at the session's end ([`clear_stale_work`]), else removed now.
-                if set_aside(&work, &dir.join(STALE_WORK)).is_err() {
+                if !set_aside(&work, &dir.join(STALE_WORK)) {
                     remove_tree(&work)
                         .or_else(ignore_missing)
                         .map_err(io_err("reset", &work))?;
@@ -118,17 +118,18 @@ fn symlinks(dir: &Path, link_to: &Path, names: &[String]) -> Result<(), StateErr
 /// Where an overlay's old work dirs wait for [`clear_stale_work`], beside `upper` and `work`.
 const STALE_WORK: &str = "stale-work";
 
-/// Moves `work` into `stale` under a name of its own; Ok when there was none to move.
-fn set_aside(work: &Path, stale: &Path) -> io::Result<()> {
+/// Moves `work` into `stale` under a name of its own (true too when there is none); false when
+/// it could not, and `work` is where it was.
+fn set_aside(work: &Path, stale: &Path) -> bool {
     if fs::symlink_metadata(work).is_err() {
-        return Ok(());
+        return true;
     }
-    create_private_dir_all(stale).map_err(|e| io::Error::other(e.to_string()))?;
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or_default();
-    fs::rename(work, stale.join(format!("{}-{nanos}", std::process::id())))
+    let name = stale.join(format!("{}-{nanos}", std::process::id()));
+    create_private_dir_all(stale).is_ok() && fs::rename(work, name).is_ok()
 }
 
 /// Removes the work dirs the prepare steps of `steps` set aside: call it once the launch is
@@ -204,6 +205,26 @@ mod tests {
         assert!(!stale.exists(), "cleared at the session's end");
         assert!(layers.join("upper/kept").exists());
         assert!(layers.join("work").is_dir());
+    }
+
+    #[test]
+    fn a_link_left_in_an_old_work_dir_is_removed_never_followed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let host = dir.path().join("host-secret");
+        fs::write(&host, "kept").expect("host file");
+        let layers = dir.path().join("overlay/x");
+        // What a crashed session's copy-up may leave: an entry the sandbox named, here a link out.
+        fs::create_dir_all(layers.join("work/work")).expect("stale work");
+        std::os::unix::fs::symlink(&host, layers.join("work/work/#1")).expect("link");
+        std::os::unix::fs::symlink(dir.path(), layers.join("work/up")).expect("dir link");
+        let steps = [PrepareStep::OverlayDirs {
+            dir: layers.clone(),
+        }];
+        prepare(&steps).expect("prepare");
+        clear_stale_work(&steps);
+        assert!(!layers.join(STALE_WORK).exists());
+        assert_eq!(fs::read_to_string(&host).expect("host file"), "kept");
+        assert!(dir.path().join("overlay/x/upper").is_dir());
     }
 
     #[test]
