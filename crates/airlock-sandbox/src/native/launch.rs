@@ -12,6 +12,7 @@ use super::cgroup::Cgroup;
 use super::child::{self, ChildPlan};
 use super::creds::{self, DroppedGroups};
 use super::init::Init;
+use super::report::Report;
 use super::supervise::{Terminal, say, supervise};
 use super::sys::{self, Cloned};
 use super::tty::{RawMode, TtyPlan};
@@ -312,18 +313,34 @@ fn clone_and_wait(
     if let Some(record) = record {
         record.save();
     }
-    let index = spec.hide.as_ref().map(|h| h.index.as_path());
+    let mut report = Report::new(spec.hide.as_ref().map(|h| h.index.as_path()));
+    if let Some(mounts) = unmounted_last(spec, init) {
+        report.hold_mounts(mounts);
+    }
     let terminal = plan.tty.as_ref().map(|plan| Terminal { plan, raw });
     for warning in ports.warnings() {
         say(&format!("airlock: warning: {warning}"), raw.is_some());
     }
-    let outcome = supervise(init, &parent_end, gates, index, terminal);
+    let outcome = supervise(init, &parent_end, gates, report, terminal);
     ports.wind_down();
     gates.ended();
     // Every forward ends with the sandbox: listeners closed, relays shut, the helper gone, its
     // threads joined once the session's own end is done.
     crate::session::end_later(move || drop(ports));
     outcome
+}
+
+/// The sandbox's mount namespace, for [`Report::hold_mounts`]: native only (init is PID 1 and
+/// reports the sandbox's end), and only when nothing at the session's end needs the tree gone (an
+/// overlay's upper directory is free only once its mount is: the lease waits for init instead).
+/// None when it cannot be opened: init's exit then unmounts it, as before.
+fn unmounted_last(spec: &SandboxSpec, init: &Init) -> Option<OwnedFd> {
+    if !init.reports_the_end() || spec.has_persistent_uppers() {
+        return None;
+    }
+    std::fs::File::open(format!("/proc/{}/ns/mnt", init.pid))
+        .ok()
+        .map(OwnedFd::from)
 }
 
 /// Sends init one of its go bytes ([`child::GO`], [`child::RUN`]). An init that has already

@@ -25,7 +25,7 @@ pub(super) fn supervise(
     init: &mut Init,
     sock: &OwnedFd,
     gates: &mut dyn Gates,
-    index: Option<&std::path::Path>,
+    mut report: Report,
     terminal: Option<Terminal<'_>>,
 ) -> Result<Outcome, LaunchError> {
     let mut handled = SigSet::empty();
@@ -39,7 +39,6 @@ pub(super) fn supervise(
     }
     let sfd = SignalFd::with_flags(&handled, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
         .map_err(|e| LaunchError::Start(e.into()))?;
-    let mut report = Report::new(index);
     let mut relay: Option<Relay> = None;
     let mut listener: Option<Listener> = None;
     let raw = terminal.as_ref().is_some_and(|t| t.raw.is_some());

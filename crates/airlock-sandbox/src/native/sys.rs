@@ -4,7 +4,7 @@
 
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsFd as _, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 // Stable kernel ABI values (include/uapi/linux/mount.h, openat2.h), spelled out because not every libc
 // release exports them for every target.
@@ -257,50 +257,50 @@ pub unsafe fn spawn_shared(body: &mut dyn FnMut() -> i32) -> io::Result<libc::pi
     check(pid as libc::c_long).map(|p| p as libc::pid_t)
 }
 
-/// A short-lived process that will hold the last reference to a descriptor and close it, so this
-/// process does not wait for that close: for an inotify instance, whose last close waits out an
-/// RCU grace period.
+/// A process that will hold the last reference to a few descriptors and close them, so this
+/// process does not wait for those closes: an inotify instance, whose last close waits out an RCU
+/// grace period, and a sandbox's mount namespace, whose last close unmounts its tree.
 ///
 /// The process shares this one's memory (`CLONE_VM`, like a thread, but with its own copy of the
 /// descriptor table) and only makes raw system calls on its own stack, so it costs no copy of the
 /// address space and no exec. Two pipes order the hand-over: the child closes every descriptor
-/// it copied except `fd` and then says so (`done`), so once [`DetachedCloser::start`] returns it
-/// holds no lock, socket or pipe of this process; it exits only once this process has dropped its
-/// own `fd` and then the closer (`dropped`), so its exit is the last close. Nobody reaps it; it is
-/// a zombie until this process exits.
+/// it copied except `fds` and then says so (`done`), so once [`DetachedCloser::start`] returns it
+/// holds no lock, socket or pipe of this process; it exits once this process has closed its own
+/// copies and then dropped the `DetachedCloser` (or exited: the kernel closes the pipe then), so
+/// its exit is the last close. Sharing the memory, a closer still there when this process exits
+/// also takes the address space's teardown off this process's exit
+/// ([`crate::session::let_go_at_exit`]). Nobody reaps it; it is a zombie until this process
+/// exits, and then its new parent reaps it.
 ///
 /// Started early (while the sandbox runs), it takes the clone off the way out.
 pub struct DetachedCloser {
-    dropped: OwnedFd,
+    /// Only held: its close lets the closer go.
+    _dropped: OwnedFd,
 }
 
 impl DetachedCloser {
-    /// Starts the closer with its own copy of `fd`.
-    pub fn start(fd: BorrowedFd<'_>) -> io::Result<DetachedCloser> {
+    /// The most descriptors one closer holds.
+    pub const MAX_FDS: usize = 2;
+
+    /// Starts the closer with its own copies of `fds` (at most [`DetachedCloser::MAX_FDS`]).
+    pub fn start(fds: &[BorrowedFd<'_>]) -> io::Result<DetachedCloser> {
         const STACK: usize = 16 * 1024;
         #[repr(C)]
         struct Closer {
-            keep: libc::c_int,
-            dropped: libc::c_int,
-            done: libc::c_int,
+            /// `fds`, `dropped` and `done` (`dropped` also fills the slots `fds` leaves free: a
+            /// duplicate is fine).
+            keep: [RawFd; DetachedCloser::MAX_FDS + 2],
+            dropped: RawFd,
+            done: RawFd,
         }
         extern "C" fn closer(arg: *mut libc::c_void) -> libc::c_int {
             // SAFETY: `arg` points at a leaked `Closer` that is never freed or written again.
             let c = unsafe { &*(arg as *const Closer) };
-            let mut keep = [c.keep, c.dropped, c.done];
-            keep.sort_unstable();
             // SAFETY: close_range, close and read only touch this process's own copy of the table;
             // with valid ranges and descriptors none of them fails, so errno (shared with the parent
             // thread) is untouched. read returns 0 once the parent has closed the write end.
             unsafe {
-                let mut low = 0u32;
-                for fd in keep {
-                    if fd as u32 > low {
-                        libc::syscall(libc::SYS_close_range, low, fd as u32 - 1, 0u32);
-                    }
-                    low = fd as u32 + 1;
-                }
-                libc::syscall(libc::SYS_close_range, low, u32::MAX, 0u32);
+                close_all_but(c.keep);
                 libc::syscall(libc::SYS_close, c.done);
                 let mut byte = 0u8;
                 libc::syscall(
@@ -312,10 +312,22 @@ impl DetachedCloser {
             }
             0
         }
+        if fds.len() > DetachedCloser::MAX_FDS {
+            return Err(io::Error::other(format!(
+                "a detached closer holds at most {} descriptors, not {}",
+                DetachedCloser::MAX_FDS,
+                fds.len()
+            )));
+        }
         let (dropped_read, dropped_write) = pipe()?;
         let (done_read, done_write) = pipe()?;
+        let mut keep = [dropped_read.as_raw_fd(); DetachedCloser::MAX_FDS + 2];
+        keep[0] = done_write.as_raw_fd();
+        for (slot, fd) in keep[2..].iter_mut().zip(fds) {
+            *slot = fd.as_raw_fd();
+        }
         let arg: &'static Closer = Box::leak(Box::new(Closer {
-            keep: fd.as_raw_fd(),
+            keep,
             dropped: dropped_read.as_raw_fd(),
             done: done_write.as_raw_fd(),
         }));
@@ -338,31 +350,31 @@ impl DetachedCloser {
         }
         drop(dropped_read);
         drop(done_write);
+        // The new process is queued on whichever CPU looked idlest at the clone, often the
+        // sandbox's, behind its workload: this process then waited ~1.3 ms for it (measured), the
+        // other CPU idle. On this CPU it runs as soon as this process waits; afterwards it gets
+        // this process's CPUs back.
+        let ours = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok();
+        let pinned = this_cpu()
+            .and_then(|here| {
+                nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(pid), &here).ok()
+            })
+            .is_some();
         let mut byte = [0u8; 1];
         loop {
             // SAFETY: reading one byte into a local buffer from a pipe this function owns.
             let n = unsafe { libc::read(done_read.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
             if n >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-                return Ok(DetachedCloser {
-                    dropped: dropped_write,
-                });
+                break;
             }
         }
+        if let (true, Some(ours)) = (pinned, ours) {
+            let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(pid), &ours);
+        }
+        Ok(DetachedCloser {
+            _dropped: dropped_write,
+        })
     }
-
-    /// Lets the closer go: call once this process's own copies of the descriptor are closed.
-    pub fn finish(self) {
-        drop(self.dropped);
-    }
-}
-
-/// Gives the last reference to `fd` to a [`DetachedCloser`] started now, and does not wait for
-/// the close.
-pub fn close_detached(fd: OwnedFd) -> io::Result<()> {
-    let closer = DetachedCloser::start(fd.as_fd())?;
-    drop(fd);
-    closer.finish();
-    Ok(())
 }
 
 /// Sends `head` with the descriptor `fd` (SCM_RIGHTS) as one message on the launch socket.
@@ -412,6 +424,15 @@ pub(crate) fn recv_with_fd(
     }
 }
 
+/// The CPU this thread runs on, as a set of one.
+fn this_cpu() -> Option<nix::sched::CpuSet> {
+    // SAFETY: sched_getcpu has no preconditions.
+    let cpu = usize::try_from(unsafe { libc::sched_getcpu() }).ok()?;
+    let mut one = nix::sched::CpuSet::new();
+    one.set(cpu).ok()?;
+    Some(one)
+}
+
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: pipe2 writes two descriptors into the local array.
@@ -424,6 +445,7 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 mod tests {
     use super::*;
     use std::fs::File;
+    use std::os::fd::AsFd as _;
 
     fn flock(file: &File) -> bool {
         // SAFETY: flock on a descriptor this test owns.
@@ -457,25 +479,42 @@ mod tests {
 
     #[test]
     fn a_started_closer_holds_the_last_reference_until_it_is_let_go() {
-        let (read, write) = pipe().expect("pipe");
-        let closer = DetachedCloser::start(write.as_fd()).expect("closer");
-        drop(write);
-        let mut poll = libc::pollfd {
+        // Two descriptors (the watches and the mounts of a launch), and this process's CPU set
+        // unchanged by the closer's pinning.
+        let ours = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).expect("cpus");
+        let ((read_a, write_a), (read_b, write_b)) = (pipe().expect("pipe"), pipe().expect("pipe"));
+        let closer = DetachedCloser::start(&[write_a.as_fd(), write_b.as_fd()]).expect("closer");
+        drop((write_a, write_b));
+        let mut polls = [&read_a, &read_b].map(|read| libc::pollfd {
             fd: read.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        let ready = unsafe { libc::poll(&mut poll, 1, 100) };
+        });
+        // SAFETY: two valid pollfds.
+        let ready = unsafe { libc::poll(polls.as_mut_ptr(), 2, 100) };
+        assert_eq!(ready, 0, "a write end closed before the closer was let go");
         assert_eq!(
-            ready, 0,
-            "the write end closed before the closer was let go"
+            nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).expect("cpus"),
+            ours
         );
-        closer.finish();
-        // SAFETY: as above.
-        let ready = unsafe { libc::poll(&mut poll, 1, 5000) };
-        assert_eq!(ready, 1, "the closer never closed the write end");
-        assert!(poll.revents & libc::POLLHUP != 0);
+        drop(closer);
+        for poll in &mut polls {
+            // SAFETY: one valid pollfd.
+            let ready = unsafe { libc::poll(poll, 1, 5000) };
+            assert_eq!(ready, 1, "the closer never closed a write end");
+            assert!(poll.revents & libc::POLLHUP != 0);
+        }
+    }
+
+    #[test]
+    fn a_closer_takes_at_most_its_share_of_descriptors() {
+        let null = File::open("/dev/null").expect("null");
+        let fds = [null.as_fd(); DetachedCloser::MAX_FDS + 1];
+        let e = DetachedCloser::start(&fds).err().expect("refused");
+        assert!(
+            e.to_string().contains("at most 2 descriptors, not 3"),
+            "{e}"
+        );
     }
 
     fn closer_rounds() {
@@ -485,7 +524,9 @@ mod tests {
             let held = File::create(&path).expect("lock file");
             assert!(flock(&held));
             let given = OwnedFd::from(File::open("/dev/null").expect("null"));
-            close_detached(given).expect("closer");
+            let closer = DetachedCloser::start(&[given.as_fd()]).expect("closer");
+            drop(given);
+            drop(closer);
             drop(held);
             // The lock is released only when every copy of its descriptor is closed.
             let again = File::open(&path).expect("reopen");

@@ -235,6 +235,70 @@ pub fn leftovers_gone_at_exit(mode: &Mode) -> Outcome {
     Ok(())
 }
 
+/// The processes on the host that hold the namespace `ns` (`mnt:[<inode>]`), as a namespace of
+/// theirs or as an open descriptor, each as `pid comm`.
+fn holders(ns: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let dir = entry.path();
+        let as_ns = fs::read_link(dir.join("ns/mnt")).is_ok_and(|l| l.as_os_str() == ns);
+        let as_fd = fs::read_dir(dir.join("fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == ns));
+        if as_ns || as_fd {
+            let comm = fs::read_to_string(dir.join("comm")).unwrap_or_default();
+            out.push(format!("{pid} {}", comm.trim()));
+        }
+    }
+    out
+}
+
+/// The sandbox's mount namespace is let go once airlock has exited (native hands it to a closer
+/// that the kernel lets go at airlock's exit): no host process keeps a sandbox's mounts alive.
+pub fn mount_namespace_released_after_exit(mode: &Mode) -> Outcome {
+    let mut w = World::new(mode)?;
+    let started = w.project.join("started-ns");
+    let script = "readlink /proc/self/ns/mnt > ns-mnt; : > started-ns; \
+                  while [ ! -e stop-ns ]; do sleep 0.05; done";
+    let mut airlock = start_workload(&mut w, script, &started)?;
+    let ns = fs::read_to_string(w.project.join("ns-mnt"))?
+        .trim()
+        .to_string();
+    let seen = !ns.is_empty() && !holders(&ns).is_empty();
+    fs::write(w.project.join("stop-ns"), b"")?;
+    let status = wait_deadline(&mut airlock, RUN_DEADLINE)?;
+    if status.is_none() {
+        let _ = airlock.kill();
+        let _ = airlock.wait();
+    }
+    check!(
+        seen,
+        "control: the sandbox's mount namespace {ns:?} was not seen from the host while it ran"
+    );
+    check!(
+        status.is_some_and(|s| s.success()),
+        "airlock did not end with its workload: {:?}",
+        status.map(status_text)
+    );
+    let released = wait_until(CONDITION_DEADLINE, || holders(&ns).is_empty());
+    check!(
+        released,
+        "the sandbox's mount namespace {ns} was still held {CONDITION_DEADLINE:?} after airlock \
+         exited, by: {:?}",
+        holders(&ns)
+    );
+    Ok(())
+}
+
 pub fn command_not_found(mode: &Mode) -> Outcome {
     let mut w = World::new(mode)?;
     let missing = "airlock-escape-no-such-command";

@@ -237,6 +237,10 @@ pub const CASES: &[Case] = &[
         run: lifecycle::leftovers_gone_at_exit,
     },
     Case {
+        name: "mount-namespace-released-after-exit",
+        run: lifecycle::mount_namespace_released_after_exit,
+    },
+    Case {
         name: "ahead-record-tampered",
         run: ahead::record_tampered,
     },
