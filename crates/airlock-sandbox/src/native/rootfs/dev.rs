@@ -3,6 +3,7 @@
 use std::os::fd::BorrowedFd;
 use std::path::Path;
 
+use super::target::NewRoot;
 use super::{SetupError, attach, bind, fail, symlink};
 use crate::native::sys;
 
@@ -13,7 +14,7 @@ pub(crate) const DEVICE_NODES: [&str; 6] = ["null", "zero", "full", "random", "u
 /// devpts instance, a tmpfs for shm, and the usual fd symlinks.
 pub(super) fn dev(
     old: BorrowedFd<'_>,
-    new: BorrowedFd<'_>,
+    new: &NewRoot<'_>,
     target: &Path,
     shm_size: Option<&std::ffi::CStr>,
 ) -> Result<(), SetupError> {

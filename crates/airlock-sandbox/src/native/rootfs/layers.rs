@@ -6,7 +6,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
-use super::target::open_or_mkdir;
+use super::target::{NewRoot, open_or_mkdir};
 use super::{SetupError, attach, fail, relative};
 use crate::native::sys;
 
@@ -25,7 +25,7 @@ fn scratch_name(base: BorrowedFd<'_>, prefix: &str) -> io::Result<CString> {
 
 pub(super) fn overlay(
     old: BorrowedFd<'_>,
-    new: BorrowedFd<'_>,
+    new: &NewRoot<'_>,
     base: BorrowedFd<'_>,
     lower: &Path,
     target: &Path,
@@ -97,7 +97,7 @@ pub(super) fn overlay(
 
 pub(super) fn copy_file(
     old: BorrowedFd<'_>,
-    new: BorrowedFd<'_>,
+    new: &NewRoot<'_>,
     base: BorrowedFd<'_>,
     source: &Path,
     target: &Path,

@@ -23,7 +23,7 @@ pub(crate) mod target;
 
 use dev::dev;
 use layers::{copy_file, overlay};
-use target::{mount_point, parent_dir};
+use target::{NewRoot, mount_point, parent_dir};
 
 /// A failed step, with the path it was about and the kernel's error.
 #[derive(Debug)]
@@ -119,11 +119,13 @@ pub fn build(
     let base_fd = open_dir(c"/").map_err(fail("cannot open", root))?;
 
     let mut sources = Vec::new();
+    let new_root = NewRoot::new(new.as_fd());
     for op in mounts {
-        if let Some(id) = apply(op, old.as_fd(), new.as_fd(), base_fd.as_fd(), tmpfs_size)? {
+        if let Some(id) = apply(op, old.as_fd(), &new_root, base_fd.as_fd(), tmpfs_size)? {
             sources.push(id);
         }
     }
+    drop(new_root);
 
     // Nothing may be created at the top of the sandbox's root.
     sys::set_attr(new.as_fd(), sys::MOUNT_ATTR_RDONLY, 0, false)
@@ -162,7 +164,7 @@ fn open_dir(path: &CStr) -> io::Result<OwnedFd> {
 fn apply(
     op: &MountOp,
     old: BorrowedFd<'_>,
-    new: BorrowedFd<'_>,
+    new: &NewRoot<'_>,
     base: BorrowedFd<'_>,
     tmpfs_size: Option<&CStr>,
 ) -> Result<Option<(u64, u64)>, SetupError> {
@@ -218,7 +220,7 @@ fn apply(
 /// inode.
 fn bind(
     old: BorrowedFd<'_>,
-    new: BorrowedFd<'_>,
+    new: &NewRoot<'_>,
     source: &Path,
     target: &Path,
     writable: bool,
@@ -241,16 +243,18 @@ fn bind(
 
 /// Moves the detached mount `tree` onto `target` beneath the new root, creating the mount point.
 fn attach(
-    new: BorrowedFd<'_>,
+    new: &NewRoot<'_>,
     tree: &OwnedFd,
     target: &Path,
     is_dir: bool,
 ) -> Result<(), SetupError> {
     let point = mount_point(new, target, is_dir)?;
-    sys::move_mount(tree.as_fd(), point.as_fd()).map_err(fail("cannot mount on", target))
+    sys::move_mount(tree.as_fd(), point.as_fd()).map_err(fail("cannot mount on", target))?;
+    new.mounted_on(target);
+    Ok(())
 }
 
-fn symlink(new: BorrowedFd<'_>, link_to: &Path, target: &Path) -> Result<(), SetupError> {
+fn symlink(new: &NewRoot<'_>, link_to: &Path, target: &Path) -> Result<(), SetupError> {
     let (parent, name) = parent_dir(new, target)?;
     let name_c = CString::new(name.as_bytes())
         .map_err(|_| fail("invalid symlink", target)(io::Error::from_raw_os_error(libc::EINVAL)))?;
