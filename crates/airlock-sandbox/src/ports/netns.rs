@@ -36,7 +36,6 @@ pub(crate) struct Netns {
     /// engine, run by root): `setns` into one's own user namespace is refused.
     user: Option<OwnedFd>,
     net: OwnedFd,
-    last_cap: u32,
     /// None once stopped: no helper is started again.
     helper: Mutex<Option<Option<Helper>>>,
 }
@@ -52,14 +51,12 @@ impl Netns {
     pub fn open(init: libc::pid_t) -> io::Result<Netns> {
         let open = |ns: &str| File::open(format!("/proc/{init}/ns/{ns}")).map(OwnedFd::from);
         let user = open("user")?;
-        let ours = std::fs::metadata("/proc/self/ns/user")?;
-        let theirs = File::from(user.try_clone()?).metadata()?;
-        use std::os::unix::fs::MetadataExt as _;
-        let same = theirs.ino() == ours.ino() && theirs.dev() == ours.dev();
+        let ours = nix::sys::stat::stat("/proc/self/ns/user")?;
+        let theirs = nix::sys::stat::fstat(user.as_raw_fd())?;
+        let same = theirs.st_ino == ours.st_ino && theirs.st_dev == ours.st_dev;
         Ok(Netns {
             user: (!same).then_some(user),
             net: open("net")?,
-            last_cap: crate::native::caps::last_cap(),
             helper: Mutex::new(Some(None)),
         })
     }
@@ -147,7 +144,8 @@ impl Helper {
             unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
         let (chan, net) = (theirs.as_raw_fd(), ns.net.as_raw_fd());
         let user = ns.user.as_ref().map_or(-1, |u| u.as_raw_fd());
-        let last_cap = ns.last_cap;
+        // Read before the fork: the child may not allocate.
+        let last_cap = crate::native::caps::last_cap();
         // SAFETY: the child runs only `helper_main`, raw system calls on stack memory.
         let pid = unsafe { libc::fork() };
         if pid < 0 {

@@ -333,20 +333,19 @@ fn session_records_list_live_sessions_and_drop_stale_ones() {
 }
 
 #[test]
-fn a_client_that_connects_before_the_thread_starts_is_answered_once_it_does() {
+fn the_control_socket_and_record_come_once_the_workload_may_run() {
     let dir = tempfile::tempdir().unwrap();
     let (run, me, ports) = host_session_in(dir.path());
-    // Bound and recorded, as a launch leaves it until its workload may run.
+    // As a launch leaves it until `R`: the forwards made, nothing to find yet.
     let mut service = PortService::start_for(&me, &ports, 1).expect("start");
     let sock = run.join(socket_name(me.pid));
-    assert!(run.join(format!("{}.json", me.pid)).is_file());
-    let early = std::thread::spawn(move || ask(&sock, &Request::Ports, ASK));
-    std::thread::sleep(Duration::from_millis(100));
-    assert!(!early.is_finished(), "answered before the thread started");
+    let record = run.join(format!("{}.json", me.pid));
+    assert!(!sock.exists() && !record.exists(), "made before serve");
     service.serve();
-    assert_eq!(early.join().unwrap().unwrap(), "[]");
+    assert!(record.is_file(), "no record once serving");
+    assert_eq!(ask(&sock, &Request::Ports, ASK).unwrap(), "[]");
     drop(service);
-    assert!(!run.join(socket_name(me.pid)).exists());
+    assert!(!sock.exists() && !record.exists());
 }
 
 /// A host-network session whose control socket goes in `<dir>/run`.
