@@ -21,6 +21,7 @@ use std::path::PathBuf;
 
 use nix::sys::signal::{SigSet, SigmaskHow, sigprocmask};
 
+use super::child::ChildPlan;
 use super::creds::DroppedGroups;
 use super::init::Init;
 use super::launch::{self, LaunchError};
@@ -33,6 +34,10 @@ use airlock_config::NetworkMode;
 pub struct Prestart {
     /// The starter's pid and airlock's end of init's launch socket, until a launch takes them.
     pending: Option<(libc::pid_t, OwnedFd)>,
+    /// The starter, once its word is read, until it is reaped: at the session's end when a launch
+    /// took init ([`Prestart::take_for`]), else when this is dropped.
+    starter: Option<libc::pid_t>,
+    reap_at_the_end: bool,
     namespaces: libc::c_int,
     ids: (u32, u32),
     /// The project's record of its root ([`ahead`]), when the launch keeps one.
@@ -113,6 +118,8 @@ impl Prestart {
         }
         Ok(Prestart {
             pending: Some((starter, sock)),
+            starter: None,
+            reap_at_the_end: false,
             namespaces,
             ids,
             record,
@@ -135,6 +142,7 @@ impl Prestart {
             .then(|| ahead::root_bytes(spec))
             .flatten();
         let record = self.record.take();
+        self.reap_at_the_end = true;
         // With a root to build ahead, the sources are looked up and `G` encoded before the
         // starter is waited for: it reports `P` at once but exits only once it has made init's
         // network namespace, which init joins before it can report its root anyway.
@@ -164,8 +172,12 @@ impl Prestart {
         // Init's report is awaited; the sources were looked up while init may still be building.
         let (outcome, sent) = match (started.ahead, early) {
             (true, Some((sources, light))) => {
+                // The plan goes ahead of `G` (`Q`): init decodes it while it waits for its
+                // network namespace, and `G` comes bare once its root is confirmed.
+                let ahead_sent = send_plan(&sock, PLAN, &light).is_ok();
                 let report = ahead::Report::receive(sock.as_raw_fd(), &sources);
-                (Some(report.confirms(planned.as_deref(), &sources)), light)
+                let sent = if ahead_sent { Vec::new() } else { light };
+                (Some(report.confirms(planned.as_deref(), &sources)), sent)
             }
             // The starter hands init a root only from the record.
             (true, None) => {
@@ -183,22 +195,33 @@ impl Prestart {
             true => Ok(()),
             false => launch::write_id_maps(init.pid, spec.uid, spec.gid),
         };
-        if let Err(e) = maps.and_then(|()| send_plan(&sock, &sent)) {
+        let go = || match sent.is_empty() {
+            true => nix::sys::socket::send(
+                sock.as_raw_fd(),
+                &[child::GO],
+                nix::sys::socket::MsgFlags::empty(),
+            )
+            .map(drop)
+            .map_err(|e| LaunchError::Start(e.into())),
+            false => send_plan(&sock, child::GO, &sent),
+        };
+        if let Err(e) = maps.and_then(|()| go()) {
             init.kill();
             return Err(e);
         }
         Ok(taken(Some((init, sock)), outcome))
     }
 
-    /// Init as the starter reported it: the starter is waited for first (it reports before it
-    /// exits), so a starter that died without a word leaves no read waiting on init's end.
+    /// Init as the starter reported it. The starter reports `P` at once and exits only once it
+    /// has made init's network namespace (its exit, ~0.1 ms of tearing down its copy of airlock's
+    /// memory, was waited for here), so its word is read as soon as it is there; a starter that
+    /// died without a word leaves the socket silent and its pidfd readable.
     fn started(&mut self) -> Option<(Init, OwnedFd, Started)> {
         let (starter, sock) = self.pending.take()?;
-        let mut status = 0;
-        // SAFETY: waits for the starter forked above, this process's child.
-        while unsafe { libc::waitpid(starter, &mut status, 0) } < 0
-            && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-        {}
+        self.starter = Some(starter);
+        if !word_or_end(starter, &sock) {
+            return None;
+        }
         let (started, pidfd) = receive_started(sock.as_raw_fd())?;
         let init = Init {
             pid: started.pid,
@@ -223,7 +246,56 @@ impl Drop for Prestart {
         if let Some((mut init, _, _)) = self.started() {
             init.kill();
         }
+        if let Some(starter) = self.starter.take() {
+            match self.reap_at_the_end {
+                true => crate::session::end_later(move || reap(starter)),
+                false => reap(starter),
+            }
+        }
     }
+}
+
+/// Waits until `sock` has the starter's word or the starter has ended; whether the word is there.
+fn word_or_end(starter: libc::pid_t, sock: &OwnedFd) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd as _;
+    // SAFETY: pidfd_open on this process's own child, not yet reaped; the result is owned below.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, starter, 0) };
+    if raw < 0 {
+        // No pidfd (a kernel before 5.3): the starter's exit says it has said all it will.
+        reap(starter);
+        return true;
+    }
+    // SAFETY: a pidfd just opened, ours alone.
+    let pidfd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw as RawFd) };
+    loop {
+        let mut fds = [
+            PollFd::new(sock.as_fd(), PollFlags::POLLIN),
+            PollFd::new(pidfd.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return false,
+            Ok(_) => {}
+        }
+        let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
+        if ready(&fds[0]) {
+            return true;
+        }
+        if ready(&fds[1]) {
+            // Ended: its word, if it said one, came before its exit.
+            return false;
+        }
+    }
+}
+
+/// Reaps the starter, this process's child (once; a second call finds nothing).
+fn reap(starter: libc::pid_t) {
+    let mut status = 0;
+    // SAFETY: waits for the starter forked by this process.
+    while unsafe { libc::waitpid(starter, &mut status, 0) } < 0
+        && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+    {}
 }
 
 /// The starter: clone init as airlock's child into `namespaces`, write its id maps (`ids` onto
@@ -386,10 +458,10 @@ fn receive_started(sock: RawFd) -> Option<(Started, OwnedFd)> {
     }
 }
 
-/// `G`, with the plan in a memfd.
-fn send_plan(sock: &OwnedFd, plan: &[u8]) -> Result<(), LaunchError> {
+/// `G` or `Q` (`head`), with the plan in a memfd.
+fn send_plan(sock: &OwnedFd, head: u8, plan: &[u8]) -> Result<(), LaunchError> {
     let memfd = crate::backend::bwrap::spawn::memfd("airlock-plan", plan)?;
-    sys::send_with_fd(sock.as_raw_fd(), &[child::GO], memfd.as_raw_fd()).map_err(LaunchError::Start)
+    sys::send_with_fd(sock.as_raw_fd(), &[head], memfd.as_raw_fd()).map_err(LaunchError::Start)
 }
 
 /// The starter's message to init: build the root of the record it carries ahead (and whether
@@ -400,6 +472,9 @@ const AHEAD: u8 = b'A';
 const NET: u8 = b'M';
 /// How long init waits for that namespace before it makes its own (the starter died).
 const NET_WAIT_MS: u16 = 2000;
+/// The supervisor's plan sent ahead of `G` to an init building its root ahead (a memfd, as `G`
+/// carries it): init decodes it while it waits, and the `G` that follows comes without one.
+const PLAN: u8 = b'Q';
 
 /// A prestarted init's entry point: cloned before its sandbox was planned, it builds the root
 /// ahead when the starter hands it a record (`A`), waits for `G` with its plan (a memfd: the tty,
@@ -416,15 +491,20 @@ pub(super) fn init_main(sock: OwnedFd, net_later: bool) -> ! {
     child::detach(fd);
     let host_net = net_later.then(|| net::current_ns().ok());
     let mut built = false;
-    let plan_fd = loop {
-        match next_message(fd) {
-            Some(([AHEAD, _], file)) if !built => {
+    // The plan when it came ahead of `G` (`Q`), decoded while init waited.
+    let mut planned: Option<ChildPlan> = None;
+    loop {
+        let Some((head, file)) = next_message(fd) else {
+            give_up()
+        };
+        match (head[0], file) {
+            (AHEAD, Some(file)) if !built => {
                 let Some(report) = ahead::build(file) else {
                     child::send(fd, ahead::BUILT, &[]);
                     give_up()
                 };
                 if let Some(host) = host_net
-                    && !join_own_net(fd, host)
+                    && !join_own_net(fd, host, &mut planned)
                 {
                     child::send(fd, ahead::BUILT, &[]);
                     give_up()
@@ -432,36 +512,49 @@ pub(super) fn init_main(sock: OwnedFd, net_later: bool) -> ! {
                 child::send(fd, ahead::BUILT, &report);
                 built = true;
             }
-            Some(([child::GO, _], plan)) if built || !net_later => break plan,
+            (PLAN, Some(file)) if planned.is_none() => {
+                planned = Some(super::stage::read_plan(file, fd).1);
+            }
+            (child::GO, file) if built || !net_later => {
+                let plan = match (file, planned) {
+                    (Some(file), _) => super::stage::read_plan(file, fd).1,
+                    (None, Some(plan)) => plan,
+                    (None, None) => give_up(),
+                };
+                if built {
+                    child::init_in_root(&plan, fd)
+                }
+                child::build_and_init(&plan, fd)
+            }
             _ => give_up(),
         }
-    };
-    let (_, plan) = super::stage::read_plan(plan_fd, fd);
-    if built {
-        child::init_in_root(&plan, fd)
     }
-    child::build_and_init(&plan, fd)
 }
 
 /// Joins the network namespace the starter made (`M`), or makes one when the starter could not
 /// (or sent nothing in [`NET_WAIT_MS`]); checks it is not `host`'s, the one init was cloned in.
-fn join_own_net(sock: RawFd, host: Option<u64>) -> bool {
+/// A plan the supervisor sends meanwhile (`Q`) is decoded into `planned`.
+fn join_own_net(sock: RawFd, host: Option<u64>, planned: &mut Option<ChildPlan>) -> bool {
     use nix::sched::{CloneFlags, setns, unshare};
-    let sent = {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(NET_WAIT_MS.into());
+    let sent = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
         let mut fds = [nix::poll::PollFd::new(
             // SAFETY: the launch socket outlives this call.
             unsafe { std::os::fd::BorrowedFd::borrow_raw(sock) },
             nix::poll::PollFlags::POLLIN,
         )];
-        match nix::poll::poll(&mut fds, NET_WAIT_MS) {
-            Ok(1) => {
-                let mut head = [0u8; 1];
-                match sys::recv_with_fd(sock, &mut head, nix::sys::socket::MsgFlags::empty()) {
-                    Ok((1, net)) if head[0] == NET => net,
-                    _ => return false,
+        let wait = u16::try_from(left.as_millis()).unwrap_or(NET_WAIT_MS);
+        match nix::poll::poll(&mut fds, wait) {
+            Ok(1) => match next_message(sock) {
+                Some(([NET, _], net)) => break net,
+                Some(([PLAN, _], Some(file))) if planned.is_none() => {
+                    *planned = Some(super::stage::read_plan(file, sock).1);
                 }
-            }
-            _ => None,
+                _ => return false,
+            },
+            Err(nix::errno::Errno::EINTR) => {}
+            _ => break None,
         }
     };
     let joined = match sent {
@@ -474,10 +567,10 @@ fn join_own_net(sock: RawFd, host: Option<u64>) -> bool {
     }
 }
 
-/// The head of one message (up to two bytes) and the descriptor it carries from the launch
-/// socket; `None` for anything else (the supervisor's end).
-fn next_message(sock: RawFd) -> Option<([u8; 2], OwnedFd)> {
+/// The head of one message (one or two bytes) and the descriptor it carries, if any, from the
+/// launch socket; `None` for anything else (the supervisor's end).
+fn next_message(sock: RawFd) -> Option<([u8; 2], Option<OwnedFd>)> {
     let mut head = [0u8; 2];
     let (n, fd) = sys::recv_with_fd(sock, &mut head, nix::sys::socket::MsgFlags::empty()).ok()?;
-    fd.filter(|_| (1..=2).contains(&n)).map(|fd| (head, fd))
+    (1..=2).contains(&n).then_some((head, fd))
 }
