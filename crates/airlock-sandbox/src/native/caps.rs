@@ -39,6 +39,14 @@ pub fn last_cap() -> u32 {
 /// Does not allocate, so it is safe between fork and exec. The bounding set goes first because
 /// dropping from it needs CAP_SETPCAP, which the final `capset` gives up.
 pub fn drop_all(last_cap: u32) -> io::Result<()> {
+    drop_bounding_set(last_cap)?;
+    drop_the_rest()
+}
+
+/// Empties the calling thread's bounding set, which its children inherit: native's init does
+/// this while it may wait for `R`, so the workload only has [`drop_the_rest`] to do (41
+/// `prctl` calls, ~86 µs here, off the workload's start). Does not allocate.
+pub fn drop_bounding_set(last_cap: u32) -> io::Result<()> {
     for cap in 0..=last_cap {
         if let Err(e) = prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap), 0) {
             match e.raw_os_error() {
@@ -49,7 +57,12 @@ pub fn drop_all(last_cap: u32) -> io::Result<()> {
             }
         }
     }
+    Ok(())
+}
 
+/// Clears the ambient set, then the effective, permitted and inheritable sets (which gives up
+/// CAP_SETPCAP, so the bounding set must go first). Does not allocate.
+pub fn drop_the_rest() -> io::Result<()> {
     let ambient = prctl(
         libc::PR_CAP_AMBIENT,
         libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
@@ -110,13 +123,25 @@ mod tests {
 
     #[test]
     fn every_set_is_empty_after_drop_all() {
+        every_set_is_empty_after(|last| drop_all(last).map_err(|e| format!("drop_all: {e}")));
+    }
+
+    #[test]
+    fn every_set_is_empty_after_the_bounding_set_then_the_rest() {
+        every_set_is_empty_after(|last| {
+            drop_bounding_set(last).map_err(|e| format!("drop_bounding_set: {e}"))?;
+            drop_the_rest().map_err(|e| format!("drop_the_rest: {e}"))
+        });
+    }
+
+    fn every_set_is_empty_after(drop: fn(u32) -> Result<(), String>) {
         let last = last_cap();
         if !nix::unistd::geteuid().is_root() {
             println!("skipped: needs root to start with capabilities to drop");
             return;
         }
         assert_ok(|| {
-            drop_all(last).map_err(|e| format!("drop_all: {e}"))?;
+            drop(last)?;
             let status = std::fs::read_to_string("/proc/self/status")
                 .map_err(|e| format!("read /proc/self/status: {e}"))?;
             let mut seen = 0;
@@ -127,7 +152,7 @@ mod tests {
                 if ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"].contains(&key) {
                     seen += 1;
                     if u64::from_str_radix(value.trim(), 16) != Ok(0) {
-                        return Err(format!("{key} is {} after drop_all", value.trim()));
+                        return Err(format!("{key} is {} after the drop", value.trim()));
                     }
                 }
             }

@@ -271,6 +271,10 @@ pub(super) fn init(plan: &ChildPlan, sock: RawFd) -> ! {
         )
         .unwrap_or_else(|e| die(sock, &format!("cannot create a socket pair: {e}")))
     });
+    // The bounding set goes while init may still wait for `R`: the workload inherits it and
+    // drops only the rest. Init execs nothing, so it loses nothing it uses. (The bwrap stage's
+    // workload enters a user namespace of its own and drops everything there.)
+    let bounding_dropped = handshake.is_none() && caps::drop_bounding_set(plan.last_cap).is_ok();
     // Nothing of the workload runs before the supervisor's gates serve it.
     wait_for(sock, RUN);
     let workload = match &handshake {
@@ -288,7 +292,7 @@ pub(super) fn init(plan: &ChildPlan, sock: RawFd) -> ! {
                     // SAFETY: the child's own copy of init's descriptor table.
                     unsafe { libc::close(fd) };
                 }
-                super::workload::run(plan, sock, slave_fd)
+                super::workload::run(plan, sock, slave_fd, bounding_dropped)
             };
             // SAFETY: init is single-threaded; `body` execs or exits and drops nothing of init's.
             match unsafe { super::sys::spawn_shared(&mut body) } {
@@ -305,7 +309,7 @@ pub(super) fn init(plan: &ChildPlan, sock: RawFd) -> ! {
                 drop(keeper);
                 enter_own_user_ns(theirs, sock);
                 let slave_fd = slave.as_ref().map(AsRawFd::as_raw_fd);
-                super::workload::run(plan, sock, slave_fd)
+                super::workload::run(plan, sock, slave_fd, false)
             }
             Ok(ForkResult::Parent { child }) => child,
             Err(e) => die(sock, &format!("cannot start the workload: {e}")),

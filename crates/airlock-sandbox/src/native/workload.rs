@@ -10,7 +10,13 @@ use super::{caps, creds, landlock, tty};
 
 /// Step 5: the workload's last moments before `execve`, in the order docs/architecture.md gives.
 /// `slave`: the terminal's descriptor in this process's table (init's copy stays init's).
-pub(super) fn run(plan: &ChildPlan, sock: RawFd, slave: Option<RawFd>) -> ! {
+/// `bounding_dropped`: init emptied the bounding set this process inherited.
+pub(super) fn run(
+    plan: &ChildPlan,
+    sock: RawFd,
+    slave: Option<RawFd>,
+    bounding_dropped: bool,
+) -> ! {
     // SAFETY: the descriptor is open in this process's own table until it is closed below.
     let borrowed = slave.map(|fd| unsafe { BorrowedFd::borrow_raw(fd) });
     if let Err(e) = tty::attach(borrowed, plan.tty.as_ref()) {
@@ -42,7 +48,11 @@ pub(super) fn run(plan: &ChildPlan, sock: RawFd, slave: Option<RawFd>) -> ! {
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } < 0 {
         die(sock, "cannot set no_new_privs");
     }
-    if let Err(e) = caps::drop_all(plan.last_cap) {
+    let dropped = match bounding_dropped {
+        true => caps::drop_the_rest(),
+        false => caps::drop_all(plan.last_cap),
+    };
+    if let Err(e) = dropped {
         die(sock, &format!("cannot drop capabilities: {e}"));
     }
     if plan.landlock
