@@ -173,11 +173,12 @@ impl Report {
     pub(super) fn outcome(mut self) -> Result<Outcome, LaunchError> {
         // Closing the watches here would wait out an RCU grace period (~15 ms) on the way out, and
         // the mounts would be unmounted while the session's end waits.
-        let closer = match self.closer.take() {
-            Some(closer) => Some(closer),
-            None if !self.held().is_empty() => sys::DetachedCloser::start(&self.held()).ok(),
-            None => None,
-        };
+        let closer = self.closer.take().or_else(|| {
+            let held = self.held();
+            (!held.is_empty())
+                .then(|| sys::DetachedCloser::start(&held).ok())
+                .flatten()
+        });
         drop((self.watches.take(), self.mounts.take()));
         if let Some(closer) = closer {
             crate::session::let_go_at_exit(closer);
