@@ -178,7 +178,7 @@ impl SessionScope {
                 crate::audit::clip(&path.to_string_lossy(), 256)
             )
         };
-        let real = std::fs::canonicalize(path).map_err(|_| refused())?;
+        let real = airlock_config::canonicalize(path).map_err(|_| refused())?;
         let inside = real.starts_with(&self.project) || real.starts_with(&self.home);
         let file = std::fs::symlink_metadata(&real).is_ok_and(|m| m.is_file());
         (inside && file).then_some(real).ok_or_else(refused)

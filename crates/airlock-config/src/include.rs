@@ -143,7 +143,7 @@ pub(crate) fn load_matching(
         return Ok(Vec::new());
     }
     // The project path is canonical; `~` in a glob may be written against either spelling of home.
-    let canonical_home = std::fs::canonicalize(&paths.home).ok();
+    let canonical_home = crate::canonicalize(&paths.home).ok();
     let mut homes = vec![paths.home.as_path()];
     if let Some(home) = canonical_home.as_deref().filter(|h| *h != paths.home) {
         homes.push(home);

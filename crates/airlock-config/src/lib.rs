@@ -6,6 +6,7 @@
 //! files at launch, the XDG paths of airlock's state on the host, and the rotating line logs kept
 //! there ([`logfile`]). It does no sandboxing and knows nothing of backends.
 
+mod canonical;
 pub mod container;
 pub mod credentials;
 mod edit;
@@ -25,6 +26,7 @@ mod text;
 mod tools_section;
 mod trust;
 
+pub use canonical::canonicalize;
 pub use edit::add_allow_rule;
 pub use environment::{
     ENV_FILE_BYTES, EnvSource, EnvironmentEntry, EnvironmentMap, EnvironmentVar, FileValue,

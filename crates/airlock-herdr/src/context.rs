@@ -76,7 +76,7 @@ pub fn mount_root(ctx: &InvocationContext, home: &Path) -> Result<MountRoot> {
             root.display()
         )));
     }
-    let root = std::fs::canonicalize(&root).map_err(|e| {
+    let root = airlock_config::canonicalize(&root).map_err(|e| {
         PluginError::target(format!(
             "The workspace path {} is not an existing directory ({e}).",
             root.display()
@@ -88,7 +88,7 @@ pub fn mount_root(ctx: &InvocationContext, home: &Path) -> Result<MountRoot> {
             root.display()
         )));
     }
-    let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_owned());
+    let home = airlock_config::canonicalize(home).unwrap_or_else(|_| home.to_owned());
     if root == Path::new("/") || root == home {
         return Err(PluginError::target(format!(
             "Refusing to use {} as a sandbox workspace. Invoke start-agent from a project directory.",
@@ -96,7 +96,7 @@ pub fn mount_root(ctx: &InvocationContext, home: &Path) -> Result<MountRoot> {
         )));
     }
     let workdir = pane_cwd
-        .and_then(|c| std::fs::canonicalize(c).ok())
+        .and_then(|c| airlock_config::canonicalize(c).ok())
         .filter(|c| c.starts_with(&root))
         .unwrap_or_else(|| root.clone());
     let text = |p: &Path| {

@@ -115,7 +115,7 @@ impl BridgeFacts {
         let dir = paths.state_dir().join("bridge");
         let exe = std::env::current_exe()
             .ok()
-            .and_then(|exe| fs::canonicalize(exe).ok());
+            .and_then(|exe| airlock_config::canonicalize(exe).ok());
         let shim = exe
             .as_ref()
             .and_then(|exe| exe.parent())
@@ -207,7 +207,7 @@ pub fn path_kind(path: &Path) -> PathKind {
         Err(_) => PathKind::Missing,
         Ok(meta) if meta.file_type().is_symlink() => PathKind::Symlink {
             link_to: fs::read_link(path).unwrap_or_default(),
-            resolved: fs::canonicalize(path).ok(),
+            resolved: airlock_config::canonicalize(path).ok(),
         },
         Ok(meta) if meta.is_dir() => PathKind::Dir,
         Ok(meta) if meta.is_file() => PathKind::File,
@@ -255,7 +255,7 @@ impl HostFacts {
         let env: BTreeMap<String, String> = std::env::vars().collect();
         let uid = nix::unistd::getuid().as_raw();
         let gid = nix::unistd::getgid().as_raw();
-        let home = fs::canonicalize(&paths.home).unwrap_or_else(|_| paths.home.clone());
+        let home = airlock_config::canonicalize(&paths.home).unwrap_or_else(|_| paths.home.clone());
         let kinds = |paths: &[&str]| {
             paths
                 .iter()
@@ -271,7 +271,7 @@ impl HostFacts {
             })
             .map(|written| {
                 let path = paths.expand_tilde(written);
-                let resolved = fs::canonicalize(&path).ok();
+                let resolved = airlock_config::canonicalize(&path).ok();
                 let kind = resolved.as_deref().map_or(PathKind::Missing, path_kind);
                 (
                     written.clone(),

@@ -81,7 +81,7 @@ pub fn gather(
             paths.cache_dir(),
         ]
         .into_iter()
-        .map(|dir| fs::canonicalize(&dir).unwrap_or(dir))
+        .map(|dir| airlock_config::canonicalize(&dir).unwrap_or(dir))
         .collect(),
         deadline: WALK_DEADLINE,
     };
@@ -180,9 +180,9 @@ pub fn expand(pattern: &str, home: &Path, project: &Path, limits: &WalkLimits) -
 /// pattern, its last part is itself a candidate and must not be followed.
 fn real_base(base: &Path, is_candidate: bool) -> Option<PathBuf> {
     if !is_candidate {
-        return fs::canonicalize(base).ok();
+        return airlock_config::canonicalize(base).ok();
     }
-    let parent = fs::canonicalize(base.parent()?).ok()?;
+    let parent = airlock_config::canonicalize(base.parent()?).ok()?;
     Some(parent.join(base.file_name()?))
 }
 

@@ -84,7 +84,7 @@ fn decide(path: &Path, visible: &impl Fn(&Path) -> bool) -> Option<Option<PathBu
     if meta.is_file() && visible(path) {
         return Some(None);
     }
-    let real = std::fs::canonicalize(path).ok()?;
+    let real = airlock_config::canonicalize(path).ok()?;
     if real.is_dir() {
         return SYSTEM_TRUST_DIRS
             .iter()

@@ -42,6 +42,11 @@ struct PathDir {
     dir: Option<OwnedFd>,
     /// The directory's names, when it is small enough to be listed ([`LISTED_DIR_BYTES`]).
     names: Option<HashSet<Vec<u8>>>,
+    /// The directory's device and inode, when it could be opened.
+    id: Option<(u64, u64)>,
+    /// The index of an earlier entry that is the same directory (`/bin` and `/usr/bin` on a
+    /// merged-/usr system): what that one lacks, this one lacks too, so it is not looked in again.
+    same_as: Option<usize>,
 }
 
 /// A `PATH` directory this small (`st_size`: one or two ext4 blocks, ~400 tmpfs entries) is listed
@@ -59,11 +64,16 @@ impl PathDir {
             .open(entry)
             .ok()
             .map(OwnedFd::from);
-        let names = dir.as_ref().and_then(list_small);
+        let st = dir
+            .as_ref()
+            .and_then(|dir| nix::sys::stat::fstat(dir.as_raw_fd()).ok());
+        let names = dir.as_ref().zip(st.as_ref()).and_then(list_small);
         PathDir {
             entry: entry.to_owned(),
             dir,
             names,
+            id: st.map(|st| (st.st_dev, st.st_ino)),
+            same_as: None,
         }
     }
 
@@ -86,9 +96,8 @@ impl PathDir {
 
 /// The names in `dir` when its size is at most [`LISTED_DIR_BYTES`] and it can be listed; else
 /// `None` (each name is then looked up).
-fn list_small(dir: &OwnedFd) -> Option<HashSet<Vec<u8>>> {
+fn list_small((dir, st): (&OwnedFd, &libc::stat)) -> Option<HashSet<Vec<u8>>> {
     use nix::fcntl::OFlag;
-    let st = nix::sys::stat::fstat(dir.as_raw_fd()).ok()?;
     if st.st_size > LISTED_DIR_BYTES {
         return None;
     }
@@ -149,7 +158,11 @@ fn untrusted_entry(dir: &str, untrusted: &[(PathBuf, &'static str)]) -> Option<&
             (path.starts_with(root) && !shared_but_private).then_some(*why)
         })
     };
-    inside(Path::new(dir)).or_else(|| fs::canonicalize(dir).ok().and_then(|real| inside(&real)))
+    inside(Path::new(dir)).or_else(|| {
+        airlock_config::canonicalize(dir)
+            .ok()
+            .and_then(|real| inside(&real))
+    })
 }
 
 const SHARED_TMP: &str = "in a shared temp directory";
@@ -190,7 +203,7 @@ impl HostView {
 
     /// A view of `home` with the given environment.
     pub fn new(home: &Path, env: BTreeMap<String, String>) -> HostView {
-        let home = fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
+        let home = airlock_config::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
         HostView {
             home,
             env,
@@ -207,12 +220,21 @@ impl HostView {
             let mut seen = BTreeSet::new();
             // A directory listed twice (a profile that prepends `~/.cargo/bin` again) is
             // searched once.
-            self.var("PATH")
+            let mut dirs: Vec<PathDir> = self
+                .var("PATH")
                 .unwrap_or("")
                 .split(':')
                 .filter(|entry| !entry.is_empty() && seen.insert(*entry))
                 .map(PathDir::open)
-                .collect()
+                .collect();
+            let mut first = HashMap::new();
+            for (i, dir) in dirs.iter_mut().enumerate() {
+                if let Some(id) = dir.id {
+                    dir.same_as = first.get(&id).copied();
+                    first.entry(id).or_insert(i);
+                }
+            }
+            dirs.into()
         })
     }
 
@@ -274,7 +296,10 @@ impl HostView {
 
     fn search_path(&self, name: &str) -> Option<PathBuf> {
         let name = program_name(name)?;
-        self.path_dirs().iter().find_map(|d| d.program(&name))
+        self.path_dirs()
+            .iter()
+            .filter(|d| d.same_as.is_none())
+            .find_map(|d| d.program(&name))
     }
 
     /// A program airlock itself runs on the host (git, to read your identity): the first
@@ -297,9 +322,11 @@ impl HostView {
                 &trusted.insert((project.to_path_buf(), list)).1
             }
         };
+        // An entry that is an earlier trusted one again is not looked in twice; one that is an
+        // untrusted entry's directory is, since that one was skipped.
         dirs.iter()
             .zip(trusted)
-            .filter(|(_, trusted)| **trusted)
+            .filter(|(d, ok)| **ok && !d.same_as.is_some_and(|i| trusted[i]))
             .find_map(|(d, _)| d.program(&name))
     }
 
@@ -330,7 +357,7 @@ impl HostView {
         let resolved: Vec<_> = dirs
             .iter()
             .filter_map(|(dir, why)| {
-                let real = fs::canonicalize(dir).ok()?;
+                let real = airlock_config::canonicalize(dir).ok()?;
                 (&real != dir).then_some((real, *why))
             })
             .collect();

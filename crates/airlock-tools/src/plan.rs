@@ -221,7 +221,7 @@ fn tool_mount(
         ));
     }
     // Mount the resolved path, so a symlinked config dir (dotfiles) brings its content.
-    let source = std::fs::canonicalize(&decl.source).unwrap_or_else(|_| decl.source.clone());
+    let source = airlock_config::canonicalize(&decl.source).unwrap_or_else(|_| decl.source.clone());
     Some(ToolMount {
         tool: tool.to_owned(),
         source,

@@ -62,7 +62,7 @@ pub fn binary_mounts(
         if !current.starts_with(&host.home) {
             break;
         }
-        let resolved = match std::fs::canonicalize(&current) {
+        let resolved = match airlock_config::canonicalize(&current) {
             Ok(resolved) => resolved,
             Err(e) => {
                 warnings.push(format!(

@@ -88,7 +88,7 @@ pub fn resolve(cwd: &Path, path: &Path) -> PathBuf {
     let mut existing = lexical.clone();
     let mut rest = Vec::new();
     loop {
-        if let Ok(real) = std::fs::canonicalize(&existing) {
+        if let Ok(real) = airlock_config::canonicalize(&existing) {
             let mut out = real;
             for name in rest.iter().rev() {
                 out.push(name);

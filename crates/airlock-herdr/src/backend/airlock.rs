@@ -115,7 +115,7 @@ impl AirlockCli {
     fn own_sessions(r: &SandboxRecord, sessions: &[SessionRow]) -> Vec<SessionRow> {
         // airlock records the canonical project path; the record keeps the one it was given.
         let project =
-            std::fs::canonicalize(&r.project).unwrap_or_else(|_| PathBuf::from(&r.project));
+            airlock_config::canonicalize(&r.project).unwrap_or_else(|_| PathBuf::from(&r.project));
         sessions
             .iter()
             .filter(|s| r.pids.contains(&s.pid) && s.project == project)

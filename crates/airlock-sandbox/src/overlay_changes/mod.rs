@@ -320,7 +320,7 @@ impl Overlays {
         }
         let writable = writable
             .into_iter()
-            .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
+            .map(|p| airlock_config::canonicalize(&p).unwrap_or(p))
             .collect();
         Overlays {
             layers,

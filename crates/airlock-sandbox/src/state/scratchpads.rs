@@ -69,7 +69,7 @@ pub fn open(scratchpads_dir: &Path, name: &str) -> Result<PathBuf, ScratchpadErr
         StateError::NotADirectory { path } => ScratchpadError::NotADirectory { path },
         e => e.into(),
     })?;
-    Ok(fs::canonicalize(&dir).map_err(io_err("resolve", &dir))?)
+    Ok(airlock_config::canonicalize(&dir).map_err(io_err("resolve", &dir))?)
 }
 
 /// One scratchpad, as `airlock scratchpad list` shows it (`--json` prints these fields).
@@ -113,7 +113,7 @@ pub fn list(
         if check_name(&name).is_err() || !fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
             continue;
         }
-        let path = fs::canonicalize(&path).unwrap_or(path);
+        let path = airlock_config::canonicalize(&path).unwrap_or(path);
         let sandbox = sandbox_name(&path);
         let root = sandboxes_dir.join(&sandbox);
         infos.push(ScratchpadInfo {
@@ -149,7 +149,7 @@ pub fn remove(
             name: name.to_owned(),
         });
     }
-    let path = fs::canonicalize(&dir).map_err(io_err("resolve", &dir))?;
+    let path = airlock_config::canonicalize(&dir).map_err(io_err("resolve", &dir))?;
     let Some(lock) = lock_idle(sandboxes_dir, locks_dir, &path)? else {
         return Err(ScratchpadError::InUse {
             name: name.to_owned(),

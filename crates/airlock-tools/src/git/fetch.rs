@@ -193,7 +193,7 @@ fn stage_and_fetch(
     let mut init = host_git(git, home);
     init.arg("init").args(["--bare", "--quiet"]).arg(scratch);
     run(init, "git init")?;
-    let objects = fs::canonicalize(git_dir.join("objects"))
+    let objects = airlock_config::canonicalize(git_dir.join("objects"))
         .map_err(|e| format!("cannot resolve {}/objects: {e}", git_dir.display()))?;
     let alternates = scratch.join("objects/info/alternates");
     fs::write(&alternates, format!("{}\n", objects.display()))

@@ -91,7 +91,7 @@ fn real_git() -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|dir| dir.join("git"))
         .find(|candidate| {
-            candidate.is_file() && std::fs::canonicalize(candidate).is_ok_and(|c| c != me)
+            candidate.is_file() && airlock_config::canonicalize(candidate).is_ok_and(|c| c != me)
         })
 }
 

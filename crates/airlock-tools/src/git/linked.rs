@@ -181,7 +181,8 @@ fn read_small(path: &Path, limit: usize) -> Result<String, String> {
 }
 
 fn canonical(path: &Path) -> Result<PathBuf, String> {
-    std::fs::canonicalize(path).map_err(|e| format!("cannot resolve {}: {e}", path.display()))
+    airlock_config::canonicalize(path)
+        .map_err(|e| format!("cannot resolve {}: {e}", path.display()))
 }
 
 #[cfg(test)]

@@ -303,7 +303,7 @@ fn hooks_dir_in_project(ctx: &ToolContext, value: &str) -> Option<PathBuf> {
             other => dir.push(other),
         }
     }
-    let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+    let dir = airlock_config::canonicalize(&dir).unwrap_or(dir);
     (dir.starts_with(ctx.project)
         && dir != ctx.project
         && !dir.starts_with(ctx.project.join(".git")))

@@ -71,3 +71,37 @@ fn a_program_added_to_a_listed_directory_is_found_by_the_next_view() {
         Some(late)
     );
 }
+
+#[test]
+fn a_directory_named_twice_in_path_is_looked_in_once() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = path_dir(root.path(), "usr-bin", 600);
+    let alias = root.path().join("bin");
+    std::os::unix::fs::symlink(&dir, &alias).expect("alias");
+    let path = format!("{}:{}", dir.display(), alias.display());
+    let view = HostView::new(root.path(), BTreeMap::from([("PATH".to_owned(), path)]));
+    let dirs = view.path_dirs();
+    assert_eq!((dirs[0].same_as, dirs[1].same_as), (None, Some(0)));
+    assert_eq!(view.find_binary("prog"), Some(dir.join("prog")));
+    assert_eq!(view.find_binary("absent"), None);
+}
+
+#[test]
+fn an_untrusted_entry_does_not_hide_the_same_directory_named_later() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let project = root.path().join("project");
+    fs::create_dir(&project).expect("project");
+    let dir = path_dir(root.path(), "usr-bin", 0);
+    // The project's entry comes first and is the same directory: it is skipped as untrusted,
+    // and the later, trusted entry is still looked in.
+    let planted = project.join("bin");
+    std::os::unix::fs::symlink(&dir, &planted).expect("planted");
+    let path = format!("{}:{}", planted.display(), dir.display());
+    let view = HostView::new(root.path(), BTreeMap::from([("PATH".to_owned(), path)]));
+    assert_eq!(view.path_dirs()[1].same_as, Some(0));
+    assert_eq!(
+        view.find_host_program("prog", &project),
+        Some(dir.join("prog"))
+    );
+    assert_eq!(view.find_binary("prog"), Some(planted.join("prog")));
+}

@@ -56,7 +56,8 @@ impl Tool for Node {
             {
                 extras.fixed_mounts.push(ToolMount {
                     tool: "node".into(),
-                    source: std::fs::canonicalize(&cafile).unwrap_or_else(|_| cafile.clone()),
+                    source: airlock_config::canonicalize(&cafile)
+                        .unwrap_or_else(|_| cafile.clone()),
                     target: cafile,
                     mode: ToolMountMode::Readonly,
                     is_dir: false,
@@ -81,7 +82,7 @@ fn global_npmrc(host: &HostView) -> Option<PathBuf> {
     let mut candidates: Vec<PathBuf> = Vec::new();
     let npm_dir = host
         .find_binary("npm")
-        .and_then(|npm| std::fs::canonicalize(npm).ok())
+        .and_then(|npm| airlock_config::canonicalize(npm).ok())
         .and_then(|cli| cli.parent()?.parent().map(Path::to_path_buf));
     if let Some(builtin) = npm_dir
         .map(|dir| dir.join("npmrc"))
@@ -98,7 +99,7 @@ fn global_npmrc(host: &HostView) -> Option<PathBuf> {
     }
     if let Some(prefix) = host
         .find_binary("node")
-        .and_then(|node| std::fs::canonicalize(node).ok())
+        .and_then(|node| airlock_config::canonicalize(node).ok())
         .and_then(|node| node.parent()?.parent().map(Path::to_path_buf))
     {
         candidates.push(prefix.join("etc/npmrc"));

@@ -72,7 +72,7 @@ pub fn agent_wrappers(command: AgentWrappersCommand) -> anyhow::Result<i32> {
         );
     };
     let exe = std::env::current_exe().context("cannot find airlock's own path")?;
-    let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
+    let exe = airlock_config::canonicalize(&exe).unwrap_or(exe);
     let view = airlock_tools::HostView::from_env(&home());
     let installed = |agent: &str| view.find_binary(agent).is_some();
     print!("{}", wrappers::activate(shell, &exe, &installed));
@@ -125,11 +125,11 @@ pub fn run_agent(args: RunAgentArgs) -> anyhow::Result<i32> {
     // Inside: the real agent from PATH (never this binary under another name).
     let me = std::env::current_exe()
         .ok()
-        .and_then(|p| std::fs::canonicalize(p).ok());
+        .and_then(|p| airlock_config::canonicalize(p).ok());
     let path = std::env::var_os("PATH").unwrap_or_default();
     let real = std::env::split_paths(&path)
         .map(|dir| dir.join(&args.agent))
-        .find(|p| p.is_file() && std::fs::canonicalize(p).ok() != me);
+        .find(|p| p.is_file() && airlock_config::canonicalize(p).ok() != me);
     let Some(real) = real else {
         eprintln!("airlock: {} is not on this sandbox's PATH", args.agent);
         return Ok(127);

@@ -135,7 +135,7 @@ fn refuse_root(verb: &'static str) -> anyhow::Result<()> {
 
 fn context(paths: &XdgPaths, supervisor: Option<SupervisorArg>) -> anyhow::Result<InstallContext> {
     let exe = std::env::current_exe().context("cannot locate the airlock binary for the unit")?;
-    let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
+    let exe = airlock_config::canonicalize(&exe).unwrap_or(exe);
     Ok(InstallContext {
         bridge: BridgePaths::from_xdg(paths),
         supervisor: match supervisor {

@@ -49,8 +49,8 @@ pub fn run(command: ConfigCommand) -> anyhow::Result<i32> {
 
 pub(crate) fn load_for_cwd(paths: &XdgPaths) -> anyhow::Result<(PathBuf, LoadedConfig)> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
-    let home = std::fs::canonicalize(&paths.home).unwrap_or_else(|_| paths.home.clone());
+    let cwd = airlock_config::canonicalize(&cwd).unwrap_or(cwd);
+    let home = airlock_config::canonicalize(&paths.home).unwrap_or_else(|_| paths.home.clone());
     let project = airlock_sandbox::host::project_root(&cwd, &home);
     let loaded = airlock_config::load(paths, &project)?;
     Ok((project, loaded))

@@ -84,7 +84,7 @@ pub fn shared_tmp(spec: &mut SandboxSpec, view: &HostView) -> anyhow::Result<Pat
 /// A host program resolved outside every sandbox-writable directory, and its real path.
 fn host_program(view: &HostView, name: &str, project: &Path) -> Option<(PathBuf, PathBuf)> {
     let found = view.find_host_program(name, project)?;
-    let real = fs::canonicalize(&found).ok()?;
+    let real = airlock_config::canonicalize(&found).ok()?;
     Some((found, real))
 }
 
@@ -97,7 +97,7 @@ fn editor_env(view: &HostView, project: &Path) -> Vec<(String, String)> {
             continue;
         };
         let resolved = if value.starts_with('/') {
-            fs::canonicalize(value).ok()
+            airlock_config::canonicalize(value).ok()
         } else {
             host_program(view, value, project).map(|(_, real)| real)
         };
@@ -119,7 +119,7 @@ pub fn revdiff_overlay(
     let Some((found, revdiff)) = host_program(view, "revdiff", &spec.project) else {
         return Ok(None);
     };
-    let airlock = fs::canonicalize(std::env::current_exe()?)?;
+    let airlock = airlock_config::canonicalize(std::env::current_exe()?)?;
     let git = host_program(view, "git", &spec.project).map(|(_, real)| real);
     let dot_git = spec.project.join(".git");
     let git_dir = fs::symlink_metadata(&dot_git)

@@ -56,7 +56,7 @@ struct ToolsContext {
 fn context() -> anyhow::Result<ToolsContext> {
     let paths = XdgPaths::from_env()?;
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+    let cwd = airlock_config::canonicalize(&cwd).unwrap_or(cwd);
     let host = HostView::from_env(&paths.home);
     let project = airlock_sandbox::host::project_root(&cwd, &host.home);
     let loaded = airlock_config::load(&paths, &project)?;

@@ -61,11 +61,11 @@ fn project_dir(paths: &XdgPaths, dir: Option<&Path>) -> anyhow::Result<PathBuf> 
         Some(dir) => dir.to_owned(),
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
-    let canonical = std::fs::canonicalize(&given)
+    let canonical = airlock_config::canonicalize(&given)
         .with_context(|| format!("{}: no such directory", given.display()))?;
     if dir.is_some() {
         return Ok(canonical);
     }
-    let home = std::fs::canonicalize(&paths.home).unwrap_or_else(|_| paths.home.clone());
+    let home = airlock_config::canonicalize(&paths.home).unwrap_or_else(|_| paths.home.clone());
     Ok(airlock_sandbox::host::project_root(&canonical, &home))
 }

@@ -52,8 +52,9 @@ pub(crate) fn sandbox_root(
         }
         None => {
             let cwd = std::env::current_dir().context("cannot read the current directory")?;
-            let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
-            let home = std::fs::canonicalize(&paths.home).unwrap_or_else(|_| paths.home.clone());
+            let cwd = airlock_config::canonicalize(&cwd).unwrap_or(cwd);
+            let home =
+                airlock_config::canonicalize(&paths.home).unwrap_or_else(|_| paths.home.clone());
             let project = airlock_sandbox::host::project_root(&cwd, &home);
             airlock_sandbox::state::sandbox_name(&project)
         }

@@ -205,7 +205,7 @@ fn record_path(paths: &XdgPaths, project: &Path) -> PathBuf {
 /// The current directory, its links resolved.
 fn current_dir() -> anyhow::Result<PathBuf> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    Ok(std::fs::canonicalize(&cwd).unwrap_or(cwd))
+    Ok(airlock_config::canonicalize(&cwd).unwrap_or(cwd))
 }
 
 /// [`early_prestart`] from the command line as the process got it (after [`crate::cli::shorthand`]),
@@ -411,7 +411,7 @@ fn shell_words(argv: &[String]) -> String {
 /// The project and the sandbox state root `airlock run` would use from the current directory.
 pub fn project_here(paths: &XdgPaths) -> anyhow::Result<(PathBuf, PathBuf)> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+    let cwd = airlock_config::canonicalize(&cwd).unwrap_or(cwd);
     let project = locate_project(paths, &cwd, None)?;
     let state_root = paths.sandboxes_dir().join(state::sandbox_name(&project));
     Ok((project, state_root))
@@ -419,9 +419,9 @@ pub fn project_here(paths: &XdgPaths) -> anyhow::Result<(PathBuf, PathBuf)> {
 
 /// `--project DIR`, else the git toplevel of the cwd, else the cwd.
 fn locate_project(paths: &XdgPaths, cwd: &Path, flag: Option<&Path>) -> anyhow::Result<PathBuf> {
-    let home = std::fs::canonicalize(&paths.home).unwrap_or_else(|_| paths.home.clone());
+    let home = airlock_config::canonicalize(&paths.home).unwrap_or_else(|_| paths.home.clone());
     match flag {
-        Some(dir) => std::fs::canonicalize(dir).with_context(|| {
+        Some(dir) => airlock_config::canonicalize(dir).with_context(|| {
             format!(
                 "--project {}: no such directory; pass an existing project directory",
                 dir.display()
