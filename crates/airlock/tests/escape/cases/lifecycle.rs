@@ -8,8 +8,8 @@ use std::process::Child;
 
 use crate::check;
 use crate::harness::{
-    CONDITION_DEADLINE, Mode, Outcome, RUN_DEADLINE, World, fail, pids_with_marker, process_alive,
-    status_text, wait_deadline, wait_until,
+    CONDITION_DEADLINE, Mode, Outcome, RUN_DEADLINE, World, fail, in_another_pid_ns,
+    pids_with_marker, process_alive, status_text, wait_deadline, wait_until,
 };
 
 pub fn exit_status_42(mode: &Mode) -> Outcome {
@@ -213,8 +213,13 @@ pub fn leftovers_gone_at_exit(mode: &Mode) -> Outcome {
             "airlock did not exit within {RUN_DEADLINE:?} of its workload"
         )));
     };
-    // At once: no polling, this is the moment the session's end already ran.
-    let survivors = pids_with_marker(&marker);
+    // At once: no polling, this is the moment the session's end already ran. The sandbox's
+    // processes: airlock's own closer carries the marker too (it shares airlock's memory, so its
+    // command line), and lets go of the sandbox's mounts just after airlock's exit, on the host.
+    let survivors: Vec<_> = pids_with_marker(&marker)
+        .into_iter()
+        .filter(|(pid, _)| in_another_pid_ns(*pid))
+        .collect();
     for (pid, _) in &survivors {
         // SAFETY: kill has no memory effects; cleans up what the sandbox left behind.
         unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };

@@ -9,7 +9,7 @@ mod run;
 mod world;
 
 pub use mode::{Mode, User, airlock_under_test, inherit_fd};
-pub use procs::{pids_with_marker, process_alive};
+pub use procs::{in_another_pid_ns, pids_with_marker, process_alive};
 pub use pty::{PTY_COLS, PTY_ROWS};
 pub use run::{Probe, Run, finish, status_text};
 pub use world::{Leftovers, Net, Secrets, World, chown_tree, give};

@@ -37,3 +37,16 @@ fn start_time(pid: u32) -> Option<u64> {
     let (_, rest) = stat.rsplit_once(") ")?;
     rest.split_whitespace().nth(19)?.parse().ok()
 }
+
+/// Whether `pid` is in a pid namespace other than this process's: a sandbox's, not the host's.
+/// airlock's own helpers carry its command line too (the closer shares its memory, so its
+/// `cmdline` is airlock's) but run on the host, beside airlock. A process gone meanwhile counts
+/// as another namespace's, so the caller's liveness check decides.
+pub fn in_another_pid_ns(pid: u32) -> bool {
+    let ours = fs::read_link("/proc/self/ns/pid");
+    let theirs = fs::read_link(format!("/proc/{pid}/ns/pid"));
+    match (ours, theirs) {
+        (Ok(ours), Ok(theirs)) => ours != theirs,
+        _ => true,
+    }
+}
