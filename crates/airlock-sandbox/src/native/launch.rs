@@ -437,7 +437,16 @@ pub use crate::state::OOM_MARKER;
 /// Step 2: `setgroups` = deny first (required before gid_map for an unprivileged caller), then the
 /// caller's own uid and gid mapped to themselves.
 pub(super) fn write_id_maps(pid: libc::pid_t, uid: u32, gid: u32) -> Result<(), LaunchError> {
-    let proc = format!("/proc/{pid}");
+    write_id_maps_in(&format!("/proc/{pid}"), uid, gid)
+}
+
+/// [`write_id_maps`] from inside the new user namespace, for the caller itself: the kernel lets
+/// the namespace's owner map its own ids from either side.
+pub(super) fn write_own_id_maps(uid: u32, gid: u32) -> Result<(), LaunchError> {
+    write_id_maps_in("/proc/self", uid, gid)
+}
+
+fn write_id_maps_in(proc: &str, uid: u32, gid: u32) -> Result<(), LaunchError> {
     let write = |file: &'static str, text: String| {
         fs::write(format!("{proc}/{file}"), text)
             .map_err(|source| LaunchError::IdMap { file, source })

@@ -4,10 +4,11 @@
 //! network namespace), and the kernel does it inside the `clone` call of whoever clones. So as
 //! soon as the network mode is known, airlock forks a starter, which clones init with
 //! `CLONE_PARENT` (init is airlock's child, as a plain clone's is), hands airlock init's pidfd and
-//! exits; the namespaces are made on the other CPU while airlock plans. Init waits in its new
-//! namespaces, holding nothing of the host and able to do nothing but read its launch socket; the
-//! launch then writes its id maps and sends it `G` with the plan, as a memfd (`stage::encode`, the
-//! bwrap stage's format), and it goes on as a freshly cloned init does.
+//! exits; the namespaces are made on the other CPU while airlock plans. Init writes its own id
+//! maps (the user's ids onto themselves: what the kernel lets the namespace's owner write from
+//! either side) and waits in its new namespaces, holding nothing of the host and able to do
+//! nothing but read its launch socket; the launch then sends it `G` with the plan, as a memfd
+//! (`stage::encode`, the bwrap stage's format), and it goes on as a freshly cloned init does.
 //!
 //! A launch that does not happen (a bad config, another backend) drops the [`Prestart`], which
 //! kills init and waits for it. A spec whose namespaces or ids differ from the ones init was
@@ -126,7 +127,7 @@ impl Prestart {
         })
     }
 
-    /// Init and its launch socket, its id maps written and `G` sent with the plan, if `spec` is
+    /// Init and its launch socket, `G` sent with the plan, if `spec` is
     /// what init was cloned for and the starter cloned it; else `None`, and init is gone. A root
     /// init built ahead is used when it is `spec`'s ([`ahead::Report::confirms`]); when it is
     /// not, init is killed and `None` returned too. With the record to write back once the
@@ -191,10 +192,6 @@ impl Prestart {
             init.kill();
             return Ok(taken(None, outcome));
         }
-        let maps = match started.maps {
-            true => Ok(()),
-            false => launch::write_id_maps(init.pid, spec.uid, spec.gid),
-        };
         let go = || match sent.is_empty() {
             true => nix::sys::socket::send(
                 sock.as_raw_fd(),
@@ -205,7 +202,7 @@ impl Prestart {
             .map_err(|e| LaunchError::Start(e.into())),
             false => send_plan(&sock, child::GO, &sent),
         };
-        if let Err(e) = maps.and_then(|()| go()) {
+        if let Err(e) = go() {
             init.kill();
             return Err(e);
         }
@@ -298,9 +295,9 @@ fn reap(starter: libc::pid_t) {
     {}
 }
 
-/// The starter: clone init as airlock's child into `namespaces`, write its id maps (`ids` onto
-/// themselves), hand it the root `record` says to build ahead (`A`, on airlock's end `ours`),
-/// report its pid and pidfd (`P`) on init's end `sock` and exit; or report why not (`E`).
+/// The starter: clone init as airlock's child into `namespaces` (init writes its id maps, `ids`
+/// onto themselves, and builds the root of the `record` it inherits, when there is one), report
+/// its pid and pidfd (`P`) on init's end `sock` and exit; or report why not (`E`).
 ///
 /// With a root to build ahead, init is cloned without its network namespace, the most costly
 /// to make (~1 ms here): the starter makes it afterwards, on airlock's CPU (which plans meanwhile
@@ -331,23 +328,16 @@ fn start(
     // SAFETY: the starter is single-threaded (a fork of a single-threaded process).
     match unsafe { sys::clone_process(cloned | libc::CLONE_PARENT) } {
         Ok(Cloned::Child) => {
-            // SAFETY: init's copies of airlock's end and of the record; closing is all this does.
+            // SAFETY: init's copy of airlock's end; closing is all this does.
             unsafe { libc::close(ours.as_raw_fd()) };
-            drop(record);
-            init_main(sock, net_later)
+            init_main(sock, net_later, record, ids)
         }
         Ok(Cloned::Parent { pid, pidfd }) => {
             cpus.restore(pid);
-            let maps = launch::write_id_maps(pid, ids.0, ids.1).is_ok();
-            // Without its id maps init could not open the user's files: no root ahead.
-            let ahead = maps
-                && record.is_some_and(|file| {
-                    let head = [AHEAD, u8::from(net_later)];
-                    sys::send_with_fd(ours.as_raw_fd(), &head, file.as_raw_fd()).is_ok()
-                });
+            let ahead = record.is_some();
+            drop(record);
             let started = Started {
                 pid,
-                maps,
                 ahead,
                 net_later,
             };
@@ -422,11 +412,10 @@ impl Cpus {
     }
 }
 
-/// The starter's `P` report: init's pid, whether its id maps are written, whether it builds a
-/// root ahead, and whether it was cloned without its network namespace (made by the starter).
+/// The starter's `P` report: init's pid, whether it builds a root ahead, and whether it was
+/// cloned without its network namespace (made by the starter).
 struct Started {
     pid: libc::pid_t,
-    maps: bool,
     ahead: bool,
     net_later: bool,
 }
@@ -434,7 +423,7 @@ struct Started {
 impl Started {
     fn encode(&self) -> [u8; 6] {
         let [a, b, c, d] = self.pid.to_le_bytes();
-        let flags = u8::from(self.maps) | u8::from(self.ahead) << 1 | u8::from(self.net_later) << 2;
+        let flags = u8::from(self.ahead) | u8::from(self.net_later) << 1;
         [b'P', a, b, c, d, flags]
     }
 }
@@ -448,9 +437,8 @@ fn receive_started(sock: RawFd) -> Option<(Started, OwnedFd)> {
         [b'P', a, b, c, d, flags] => Some((
             Started {
                 pid: libc::pid_t::from_le_bytes([*a, *b, *c, *d]),
-                maps: flags & 1 != 0,
-                ahead: flags & 2 != 0,
-                net_later: flags & 4 != 0,
+                ahead: flags & 1 != 0,
+                net_later: flags & 2 != 0,
             },
             pidfd?,
         )),
@@ -464,9 +452,6 @@ fn send_plan(sock: &OwnedFd, head: u8, plan: &[u8]) -> Result<(), LaunchError> {
     sys::send_with_fd(sock.as_raw_fd(), &[head], memfd.as_raw_fd()).map_err(LaunchError::Start)
 }
 
-/// The starter's message to init: build the root of the record it carries ahead (and whether
-/// a network namespace follows).
-const AHEAD: u8 = b'A';
 /// The starter's second message, when init was cloned without its network namespace: the
 /// namespace to join, or none (init makes its own).
 const NET: u8 = b'M';
@@ -476,42 +461,51 @@ const NET_WAIT_MS: u16 = 2000;
 /// carries it): init decodes it while it waits, and the `G` that follows comes without one.
 const PLAN: u8 = b'Q';
 
-/// A prestarted init's entry point: cloned before its sandbox was planned, it builds the root
-/// ahead when the starter hands it a record (`A`), waits for `G` with its plan (a memfd: the tty,
-/// the descriptor limit, the spec, as the bwrap stage gets it), then goes on as [`child::main`]
-/// does, its root already built when it was built ahead.
+/// A prestarted init's entry point: cloned before its sandbox was planned, it writes its id maps
+/// (`ids` onto themselves), builds the root of `record` ahead when the starter opened one,
+/// waits for `G` with its plan (a memfd: the tty, the descriptor limit, the spec, as the bwrap
+/// stage gets it), then goes on as [`child::main`] does, its root already built when it was built
+/// ahead.
 ///
 /// `net_later`: init was cloned without its network namespace. It then joins the one the
 /// starter makes before it reports its root, and never goes on without it: a `G` before that
 /// ends it.
-pub(super) fn init_main(sock: OwnedFd, net_later: bool) -> ! {
+pub(super) fn init_main(
+    sock: OwnedFd,
+    net_later: bool,
+    record: Option<OwnedFd>,
+    (uid, gid): (u32, u32),
+) -> ! {
     let fd = sock.as_raw_fd();
     // SAFETY: as in die(): this init is of no use; the supervisor clones another.
     let give_up = || -> ! { unsafe { libc::_exit(child::SETUP_FAILED) } };
     child::detach(fd);
+    // Before anything opens a file of the user's: unmapped, init could not.
+    if let Err(e) = launch::write_own_id_maps(uid, gid) {
+        child::die(fd, &e.to_string())
+    }
     let host_net = net_later.then(|| net::current_ns().ok());
-    let mut built = false;
     // The plan when it came ahead of `G` (`Q`), decoded while init waited.
     let mut planned: Option<ChildPlan> = None;
+    let built = record.is_some();
+    if let Some(record) = record {
+        let Some(report) = ahead::build(record) else {
+            child::send(fd, ahead::BUILT, &[]);
+            give_up()
+        };
+        if let Some(host) = host_net
+            && !join_own_net(fd, host, &mut planned)
+        {
+            child::send(fd, ahead::BUILT, &[]);
+            give_up()
+        }
+        child::send(fd, ahead::BUILT, &report);
+    }
     loop {
         let Some((head, file)) = next_message(fd) else {
             give_up()
         };
         match (head[0], file) {
-            (AHEAD, Some(file)) if !built => {
-                let Some(report) = ahead::build(file) else {
-                    child::send(fd, ahead::BUILT, &[]);
-                    give_up()
-                };
-                if let Some(host) = host_net
-                    && !join_own_net(fd, host, &mut planned)
-                {
-                    child::send(fd, ahead::BUILT, &[]);
-                    give_up()
-                }
-                child::send(fd, ahead::BUILT, &report);
-                built = true;
-            }
             (PLAN, Some(file)) if planned.is_none() => {
                 planned = Some(super::stage::read_plan(file, fd).1);
             }

@@ -236,3 +236,49 @@ pub fn setuid_no_escalation(mode: &Mode) -> Outcome {
     );
     Ok(())
 }
+
+/// `id-maps-own-ids-only` (native): the sandbox's user namespace maps the caller's own uid and gid
+/// onto themselves and nothing else, with `setgroups` denied. Init writes these maps itself, from
+/// inside: on a project's first launch (init cloned early, waiting for its plan) and on the next
+/// (init building the recorded root ahead), so both are checked. A wider map (the host's root, a
+/// range) would hand the sandbox ids that own the host's files.
+pub fn id_maps_own_ids_only(mode: &Mode) -> Outcome {
+    if mode.backend != "native" {
+        return Err(skip(match mode.backend {
+            "bwrap" => {
+                "bwrap writes the bwrap backend's maps (its workload's user namespace is nested)"
+            }
+            _ => "the container engine writes the container backend's maps",
+        }));
+    }
+    let mut w = World::new(mode)?;
+    // SAFETY: getgid cannot fail.
+    let gid = mode
+        .user
+        .as_ref()
+        .map_or_else(|| unsafe { libc::getgid() }, |u| u.gid);
+    let (uid, gid) = (mode.uid.to_string(), gid.to_string());
+    let want = [&*uid, &*uid, "1", &*gid, &*gid, "1", "deny"];
+    for launch in ["first", "next"] {
+        let run = w.airlock(&[
+            "run",
+            "--",
+            "cat",
+            "/proc/self/uid_map",
+            "/proc/self/gid_map",
+            "/proc/self/setgroups",
+        ])?;
+        check!(
+            run.status.success(),
+            "the {launch} launch failed:\n      {}",
+            run.describe()
+        );
+        let got: Vec<&str> = run.stdout.split_whitespace().collect();
+        check!(
+            got == want,
+            "the {launch} launch's maps must be exactly {want:?}, got {got:?}:\n      {}",
+            run.describe()
+        );
+    }
+    Ok(())
+}

@@ -205,6 +205,10 @@ pub const CASES: &[Case] = &[
         run: kernel::privileges_dropped,
     },
     Case {
+        name: "id-maps-own-ids-only",
+        run: kernel::id_maps_own_ids_only,
+    },
+    Case {
         name: "supplementary-groups-dropped",
         run: host_objects::supplementary_groups_dropped,
     },
