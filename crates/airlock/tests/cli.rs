@@ -324,6 +324,29 @@ fn synthetic_home_persists_across_runs() {
     assert!(!w.home.join("note").exists(), "the real home is untouched");
 }
 
+/// The workload gets every CPU airlock may use, on a project's first launch and on the next (the
+/// root built ahead): the init airlock clones early is kept on one CPU while it prepares, and
+/// must give the whole set back before it starts the workload, which inherits it.
+#[test]
+fn the_workload_may_run_on_every_cpu_airlock_may() {
+    if !sandbox_available() {
+        return;
+    }
+    let allowed = |status: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .map(|v| v.trim().to_owned())
+    };
+    let ours = allowed(&fs::read_to_string("/proc/self/status").expect("status"));
+    let w = World::new();
+    for launch in ["first", "next"] {
+        let out = w.sh("cat /proc/self/status");
+        assert!(out.status.success(), "{launch}: {}", report(&out));
+        assert_eq!(allowed(&stdout(&out)), ours, "{launch} launch");
+    }
+}
+
 fn wait_for(cond: impl Fn() -> bool, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !cond() {

@@ -55,6 +55,10 @@ pub struct ChildPlan {
     /// files hidden), and the workload gets a user namespace of its own below it, where it is
     /// `(uid, gid)` again. `None` in native, whose init and workload share one.
     pub own_user_ns: Option<(u32, u32)>,
+    /// The CPUs airlock may run on, when init was kept on one of them until the workload starts
+    /// (a prestarted init, [`super::prestart`]): given back to init right before it starts the
+    /// workload, which inherits them.
+    pub cpus: Option<nix::sched::CpuSet>,
 }
 
 /// Whether a sandbox gets the Landlock write layer. Not when an unprivileged caller asked for
@@ -113,6 +117,7 @@ impl ChildPlan {
             landlock: uses_landlock(spec),
             tty: None,
             own_user_ns: None,
+            cpus: None,
         })
     }
 }
@@ -277,6 +282,10 @@ pub(super) fn init(plan: &ChildPlan, sock: RawFd) -> ! {
     let bounding_dropped = handshake.is_none() && caps::drop_bounding_set(plan.last_cap).is_ok();
     // Nothing of the workload runs before the supervisor's gates serve it.
     wait_for(sock, RUN);
+    if let Some(cpus) = &plan.cpus {
+        // The workload, and all it starts, gets airlock's whole set (it inherits init's).
+        let _ = nix::sched::sched_setaffinity(Pid::from_raw(0), cpus);
+    }
     let workload = match &handshake {
         // Native: the workload shares init's memory until its exec (no copy of init's address
         // space, none torn down at the exec). Init's descriptors it must not keep are closed

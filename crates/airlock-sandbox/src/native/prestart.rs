@@ -330,10 +330,9 @@ fn start(
         Ok(Cloned::Child) => {
             // SAFETY: init's copy of airlock's end; closing is all this does.
             unsafe { libc::close(ours.as_raw_fd()) };
-            init_main(sock, net_later, record, ids)
+            init_main(sock, net_later, record, ids, cpus.allowed)
         }
         Ok(Cloned::Parent { pid, pidfd }) => {
-            cpus.restore(pid);
             let ahead = record.is_some();
             drop(record);
             let started = Started {
@@ -364,8 +363,11 @@ fn start(
 /// A forked process starts on its parent's CPU, and the scheduler here either left the starter
 /// waiting there behind airlock for ~2 ms while the other CPU idled, or ran it first, airlock
 /// waiting ~1 ms for the CPU while the starter cloned init. So the starter is placed on another
-/// CPU of airlock's set, by whichever of the two runs first; init, which it clones there (and
-/// which builds the root ahead there), gets the whole set back.
+/// CPU of airlock's set, by whichever of the two runs first. Init, which it clones there (and
+/// which builds the root ahead there), stays there until it starts the workload, and then gets
+/// the whole set back ([`ChildPlan::cpus`]): airlock's messages wake it (a unix socket's wakeups
+/// are "sync", the waker said to sleep next), and the scheduler placed it on airlock's CPU, where
+/// it ran while airlock waited (plan decoded, setup after `G`) and its own CPU idled.
 struct Cpus {
     allowed: Option<nix::sched::CpuSet>,
     now: Option<usize>,
@@ -401,13 +403,6 @@ impl Cpus {
             && one.set(now).is_ok()
         {
             let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &one);
-        }
-    }
-
-    /// Gives `pid` the whole set back.
-    fn restore(&self, pid: libc::pid_t) {
-        if let Some(allowed) = &self.allowed {
-            let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(pid), allowed);
         }
     }
 }
@@ -475,6 +470,7 @@ pub(super) fn init_main(
     net_later: bool,
     record: Option<OwnedFd>,
     (uid, gid): (u32, u32),
+    cpus: Option<nix::sched::CpuSet>,
 ) -> ! {
     let fd = sock.as_raw_fd();
     // SAFETY: as in die(): this init is of no use; the supervisor clones another.
@@ -510,11 +506,12 @@ pub(super) fn init_main(
                 planned = Some(super::stage::read_plan(file, fd).1);
             }
             (child::GO, file) if built || !net_later => {
-                let plan = match (file, planned) {
+                let mut plan = match (file, planned) {
                     (Some(file), _) => super::stage::read_plan(file, fd).1,
                     (None, Some(plan)) => plan,
                     (None, None) => give_up(),
                 };
+                plan.cpus = cpus;
                 if built {
                     child::init_in_root(&plan, fd)
                 }
