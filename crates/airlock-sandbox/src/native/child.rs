@@ -12,15 +12,15 @@ use std::path::PathBuf;
 use std::os::fd::AsFd;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::signal::{SigSet, Signal};
-use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
 
 use super::creds::FdLimit;
 use super::keeper::Keeper;
-use super::tty::{self, TtyPlan};
-use super::{caps, net, rootfs, seccomp};
+use super::setup::Setup;
+use super::tty::TtyPlan;
+use super::{caps, rootfs, seccomp};
 use crate::spec::{MountOp, SandboxSpec};
 use airlock_config::NetworkMode;
 
@@ -195,91 +195,36 @@ pub(super) fn build_and_init(plan: &ChildPlan, fd: RawFd) -> ! {
     init_in_root(plan, fd)
 }
 
-/// In the sandbox's root (built after `G`, or ahead of it): bring up the network, hand over the
-/// egress listener, act as init.
+/// In the sandbox's root (built after `G`, or ahead of it): make init's setup, hand it over, act
+/// as init.
 pub(super) fn init_in_root(plan: &ChildPlan, fd: RawFd) -> ! {
-    if plan.network != NetworkMode::Host
-        && let Err(e) = net::loopback_up()
-    {
-        die(fd, &format!("cannot bring up the loopback interface: {e}"));
+    let mut setup = Setup::local(plan).unwrap_or_else(|e| die(fd, &e));
+    if let Err(e) = setup.network(plan) {
+        die(fd, &e);
     }
-    if plan.network == NetworkMode::Proxy {
-        // Best effort: an older kernel keeps 64 KiB packets, which only costs speed.
-        let _ = net::loopback_big_packets();
-    }
-    if plan.network == NetworkMode::Proxy {
-        // The supervisor serves the proxy on this socket: it is reachable from inside this network
-        // namespace only, and no forwarder process runs in the sandbox.
-        match net::egress_listener(net::EGRESS_PORT) {
-            Ok(listener) => send_fd(fd, b'L', listener.as_raw_fd(), "the egress listener"),
-            Err(e) => die(
-                fd,
-                &format!(
-                    "cannot open the egress listener on 127.0.0.1:{}: {e}",
-                    net::EGRESS_PORT
-                ),
-            ),
-        }
-    }
-    init(plan, fd)
+    init(plan, fd, setup)
 }
 
-const FORWARDED: [Signal; 4] = [
+pub(super) const FORWARDED: [Signal; 4] = [
     Signal::SIGINT,
     Signal::SIGTERM,
     Signal::SIGHUP,
     Signal::SIGQUIT,
 ];
 
-/// PID 1: start the workload, reap every child, forward signals, keep hidden files hidden, report
-/// the workload's end.
-pub(super) fn init(plan: &ChildPlan, sock: RawFd) -> ! {
-    let mut mask = SigSet::empty();
-    for s in FORWARDED {
-        mask.add(s);
-    }
-    mask.add(Signal::SIGCHLD);
-    // The parent blocked these before the clone, so none is lost before the signalfd exists.
-    let sfd = match SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK) {
-        Ok(sfd) => sfd,
-        Err(e) => die(sock, &format!("cannot create a signalfd: {e}")),
-    };
-    // Everything the rules name is hidden, and every directory watched, before the workload runs.
-    let mut keeper = match plan.hide.as_ref().map(Keeper::start).transpose() {
-        Ok(keeper) => keeper,
-        Err(e) => die(sock, &e.0),
-    };
-    if let Some(k) = &keeper {
-        // The supervisor holds the watches too, so init's exit does not pay for tearing them
-        // down (an inotify instance's last close waits out an RCU grace period, ~15 ms).
-        send_fd(sock, b'N', k.fd().as_raw_fd(), "the directory watches");
-    }
-    if let Some(k) = keeper.as_mut() {
-        k.report(sock);
-    }
-    let slave = plan.tty.as_ref().map(|t| match tty::open(t) {
-        Ok((master, slave)) => {
-            send_fd(sock, b'T', master.as_raw_fd(), "the terminal");
-            slave
-        }
-        Err(e) => die(
-            sock,
-            &format!("cannot open a terminal for the sandbox: {e}"),
-        ),
-    });
-    let handshake = plan.own_user_ns.map(|_| {
-        nix::sys::socket::socketpair(
-            nix::sys::socket::AddressFamily::Unix,
-            nix::sys::socket::SockType::Stream,
-            None,
-            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-        )
-        .unwrap_or_else(|e| die(sock, &format!("cannot create a socket pair: {e}")))
-    });
-    // The bounding set goes while init may still wait for `R`: the workload inherits it and
-    // drops only the rest. Init execs nothing, so it loses nothing it uses. (The bwrap stage's
-    // workload enters a user namespace of its own and drops everything there.)
-    let bounding_dropped = handshake.is_none() && caps::drop_bounding_set(plan.last_cap).is_ok();
+/// PID 1, its `setup` made ([`Setup::local`] and [`Setup::network`]): hand the setup over, start
+/// the workload, reap every child, forward signals, keep hidden files hidden, report the
+/// workload's end.
+pub(super) fn init(plan: &ChildPlan, sock: RawFd, mut setup: Setup) -> ! {
+    setup.announce(sock);
+    let Setup {
+        sfd,
+        mut keeper,
+        slave,
+        handshake,
+        bounding_dropped,
+        ..
+    } = setup;
     // Nothing of the workload runs before the supervisor's gates serve it.
     wait_for(sock, RUN);
     if let Some(cpus) = &plan.cpus {

@@ -11,6 +11,7 @@
 pub mod caps;
 pub mod cgroup;
 mod child;
+mod setup;
 pub(crate) use child::send;
 pub mod ahead;
 mod creds;

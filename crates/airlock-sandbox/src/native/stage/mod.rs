@@ -19,6 +19,7 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
 use crate::native::child::{self, ChildPlan};
 use crate::native::creds::FdLimit;
 use crate::native::net;
+use crate::native::setup::Setup;
 use crate::native::tty::TtyPlan;
 use crate::spec::SandboxSpec;
 use airlock_config::NetworkMode;
@@ -177,7 +178,8 @@ pub fn main() -> ! {
             ),
         }
     }
-    child::init(&plan, sock)
+    let setup = Setup::local(&plan).unwrap_or_else(|e| child::die(sock, &e));
+    child::init(&plan, sock, setup)
 }
 
 /// The host device nodes bwrap bound into each `/dev` of the spec, made read-only binds as

@@ -244,3 +244,42 @@ pub fn record_host_network(mode: &Mode) -> Outcome {
     drop(listener);
     Ok(())
 }
+
+/// `ahead-setup-made-ahead`: an init whose root was built ahead makes its setup while it waits
+/// (the keeper's masks, the loopback, the egress listener) and hands it over only after `G`. On
+/// such a launch the project's `.env` must still read empty inside, and the egress proxy's port
+/// must take a connection. Control: the project's record says the launch's root was built ahead
+/// (`1`: a root used or seen again), and `.env` holds the secret on the host.
+pub fn setup_made_ahead(mode: &Mode) -> Outcome {
+    native_only(mode)?;
+    let mut w = World::new(mode)?;
+    let secret = format!("AHEAD-{}", w.token);
+    w.put(&w.project.join(".env"), &format!("TOKEN={secret}\n"))?;
+    w.give_to_user()?;
+    let script = "./probe probe read .env; ./probe probe connect-tcp 127.0.0.1:3128";
+    // The first launch records its root; the second builds it ahead and uses it.
+    for launch in ["first", "second"] {
+        let run = w.airlock(&["run", "--", "sh", "-c", script])?;
+        check!(
+            run.stdout.contains("read .env: 0 bytes") && !run.stdout.contains(&secret),
+            "LEAK or failure: the {launch} launch must read .env empty:\n      {}",
+            run.describe()
+        );
+        check!(
+            run.stdout.contains("connected to 127.0.0.1:3128"),
+            "the {launch} launch could not reach the egress proxy's port:\n      {}",
+            run.describe()
+        );
+    }
+    let mark = fs::read(state_dir(&w)?.join("root-ahead"))?;
+    check!(
+        mark.first() == Some(&b'1'),
+        "control failed (a harness failure, not a pass): the record does not say the root was built ahead: {:?}",
+        String::from_utf8_lossy(&mark[..mark.len().min(40)])
+    );
+    check!(
+        fs::read_to_string(w.project.join(".env"))?.contains(&secret),
+        "control failed (a harness failure, not a pass): .env lost its secret on the host"
+    );
+    Ok(())
+}

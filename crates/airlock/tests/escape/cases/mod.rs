@@ -257,6 +257,10 @@ pub const CASES: &[Case] = &[
         run: ahead::record_host_network,
     },
     Case {
+        name: "ahead-setup-made-ahead",
+        run: ahead::setup_made_ahead,
+    },
+    Case {
         name: "command-not-found-127",
         run: lifecycle::command_not_found,
     },

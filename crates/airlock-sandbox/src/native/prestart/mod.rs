@@ -22,7 +22,6 @@ use std::path::PathBuf;
 
 use nix::sys::signal::{SigSet, SigmaskHow, sigprocmask};
 
-use super::child::ChildPlan;
 use super::creds::DroppedGroups;
 use super::init::Init;
 use super::launch::{self, LaunchError};
@@ -30,6 +29,10 @@ use super::sys::{self, Cloned};
 use super::{ahead, child, net};
 use crate::spec::SandboxSpec;
 use airlock_config::NetworkMode;
+
+mod init;
+
+use init::init_main;
 
 /// An init being cloned, or waiting for its plan (see the module).
 pub struct Prestart {
@@ -455,113 +458,3 @@ const NET_WAIT_MS: u16 = 2000;
 /// The supervisor's plan sent ahead of `G` to an init building its root ahead (a memfd, as `G`
 /// carries it): init decodes it while it waits, and the `G` that follows comes without one.
 const PLAN: u8 = b'Q';
-
-/// A prestarted init's entry point: cloned before its sandbox was planned, it writes its id maps
-/// (`ids` onto themselves), builds the root of `record` ahead when the starter opened one,
-/// waits for `G` with its plan (a memfd: the tty, the descriptor limit, the spec, as the bwrap
-/// stage gets it), then goes on as [`child::main`] does, its root already built when it was built
-/// ahead.
-///
-/// `net_later`: init was cloned without its network namespace. It then joins the one the
-/// starter makes before it reports its root, and never goes on without it: a `G` before that
-/// ends it.
-pub(super) fn init_main(
-    sock: OwnedFd,
-    net_later: bool,
-    record: Option<OwnedFd>,
-    (uid, gid): (u32, u32),
-    cpus: Option<nix::sched::CpuSet>,
-) -> ! {
-    let fd = sock.as_raw_fd();
-    // SAFETY: as in die(): this init is of no use; the supervisor clones another.
-    let give_up = || -> ! { unsafe { libc::_exit(child::SETUP_FAILED) } };
-    child::detach(fd);
-    // Before anything opens a file of the user's: unmapped, init could not.
-    if let Err(e) = launch::write_own_id_maps(uid, gid) {
-        child::die(fd, &e.to_string())
-    }
-    let host_net = net_later.then(|| net::current_ns().ok());
-    // The plan when it came ahead of `G` (`Q`), decoded while init waited.
-    let mut planned: Option<ChildPlan> = None;
-    let built = record.is_some();
-    if let Some(record) = record {
-        let Some(report) = ahead::build(record) else {
-            child::send(fd, ahead::BUILT, &[]);
-            give_up()
-        };
-        if let Some(host) = host_net
-            && !join_own_net(fd, host, &mut planned)
-        {
-            child::send(fd, ahead::BUILT, &[]);
-            give_up()
-        }
-        child::send(fd, ahead::BUILT, &report);
-    }
-    loop {
-        let Some((head, file)) = next_message(fd) else {
-            give_up()
-        };
-        match (head[0], file) {
-            (PLAN, Some(file)) if planned.is_none() => {
-                planned = Some(super::stage::read_plan(file, fd).1);
-            }
-            (child::GO, file) if built || !net_later => {
-                let mut plan = match (file, planned) {
-                    (Some(file), _) => super::stage::read_plan(file, fd).1,
-                    (None, Some(plan)) => plan,
-                    (None, None) => give_up(),
-                };
-                plan.cpus = cpus;
-                if built {
-                    child::init_in_root(&plan, fd)
-                }
-                child::build_and_init(&plan, fd)
-            }
-            _ => give_up(),
-        }
-    }
-}
-
-/// Joins the network namespace the starter made (`M`), or makes one when the starter could not
-/// (or sent nothing in [`NET_WAIT_MS`]); checks it is not `host`'s, the one init was cloned in.
-/// A plan the supervisor sends meanwhile (`Q`) is decoded into `planned`.
-fn join_own_net(sock: RawFd, host: Option<u64>, planned: &mut Option<ChildPlan>) -> bool {
-    use nix::sched::{CloneFlags, setns, unshare};
-    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(NET_WAIT_MS.into());
-    let sent = loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let mut fds = [nix::poll::PollFd::new(
-            // SAFETY: the launch socket outlives this call.
-            unsafe { std::os::fd::BorrowedFd::borrow_raw(sock) },
-            nix::poll::PollFlags::POLLIN,
-        )];
-        let wait = u16::try_from(left.as_millis()).unwrap_or(NET_WAIT_MS);
-        match nix::poll::poll(&mut fds, wait) {
-            Ok(1) => match next_message(sock) {
-                Some(([NET, _], net)) => break net,
-                Some(([PLAN, _], Some(file))) if planned.is_none() => {
-                    *planned = Some(super::stage::read_plan(file, sock).1);
-                }
-                _ => return false,
-            },
-            Err(nix::errno::Errno::EINTR) => {}
-            _ => break None,
-        }
-    };
-    let joined = match sent {
-        Some(net) => setns(&net, CloneFlags::CLONE_NEWNET),
-        None => unshare(CloneFlags::CLONE_NEWNET),
-    };
-    match (joined, host, net::current_ns()) {
-        (Ok(()), Some(host), Ok(now)) => now != host,
-        _ => false,
-    }
-}
-
-/// The head of one message (one or two bytes) and the descriptor it carries, if any, from the
-/// launch socket; `None` for anything else (the supervisor's end).
-fn next_message(sock: RawFd) -> Option<([u8; 2], Option<OwnedFd>)> {
-    let mut head = [0u8; 2];
-    let (n, fd) = sys::recv_with_fd(sock, &mut head, nix::sys::socket::MsgFlags::empty()).ok()?;
-    (1..=2).contains(&n).then_some((head, fd))
-}
