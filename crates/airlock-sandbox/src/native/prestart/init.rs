@@ -3,10 +3,10 @@
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use super::super::child::{self, ChildPlan};
-use super::super::setup::Setup;
-use super::super::{ahead, launch, net, stage, sys};
 use super::{NET, NET_WAIT_MS, PLAN};
+use crate::native::child::{self, ChildPlan};
+use crate::native::setup::Setup;
+use crate::native::{ahead, launch, net, stage, sys};
 
 /// A prestarted init's entry point: cloned before its sandbox was planned, it writes its id maps
 /// (`ids` onto themselves), builds the root of `record` ahead when the starter opened one,

@@ -130,11 +130,10 @@ impl Prestart {
         })
     }
 
-    /// Init and its launch socket, `G` sent with the plan, if `spec` is
-    /// what init was cloned for and the starter cloned it; else `None`, and init is gone. A root
-    /// init built ahead is used when it is `spec`'s ([`ahead::Report::confirms`]); when it is
-    /// not, init is killed and `None` returned too. With the record to write back once the
-    /// workload may run.
+    /// Init and its launch socket, `G` sent with the plan, if `spec` is what init was cloned for
+    /// and the starter cloned it; else `None`, and init is gone. A root init built ahead is used
+    /// when it is `spec`'s ([`ahead::Report::confirms`]); when it is not, init is killed and
+    /// `None` returned too. With the record to write back once the workload may run.
     pub(super) fn take_for(
         mut self,
         spec: &SandboxSpec,
