@@ -61,6 +61,13 @@ pub fn run(
             return Err(e.into());
         }
     };
+    // A backend that can let the lease go once the overlays are unmounted, past this process's
+    // exit, takes it; the session's end then does not wait for the unmount (`--rm` does: the
+    // state goes once nothing is mounted from it).
+    let lease = match lease {
+        Some(lease) if !rm => backend.hold_lease(lease),
+        lease => lease,
+    };
     let launched = match gates.prepare(&mut spec, &dir) {
         Ok(()) => backend.launch(&spec, gates).map_err(SessionError::from),
         Err(e) => Err(SessionError::Gates(e)),
@@ -68,9 +75,6 @@ pub fn run(
     for message in gates.finish() {
         eprintln!("airlock: {message}");
     }
-    // Earlier sessions' overlay work dirs, set aside by the prepare steps: removed while this
-    // sandbox's mounts are torn down, before the session's end waits for that.
-    state::clear_stale_work(&spec.prepare);
     let remove = rm || (created_now && launched.is_err());
     if lease.is_some() || remove {
         // The overlay layers are free, and the state can go, once init's mounts are gone and
@@ -136,20 +140,41 @@ pub fn end_the_rest() {
 /// spec's host-side prepare steps.
 fn lease_and_prepare(spec: &mut SandboxSpec) -> Result<Option<state::OverlayLease>, StateError> {
     let lease = if spec.has_persistent_uppers() {
-        let lease = state::lease_overlays(&spec.state_root)?;
-        if lease.is_none() {
-            let n = spec.demote_persistent_uppers();
-            let dirs = if n == 1 { "directory" } else { "directories" };
-            eprintln!(
-                "airlock: another session of this project owns its overlay layers: this session \
-                 sees what that one has saved in the {n} overlay-mode tool {dirs} (logins, \
-                 settings, history), and its own writes there are discarded when it ends"
-            );
+        match state::lease_overlays(&spec.state_root)? {
+            state::Lease::Taken(lease) => Some(lease),
+            state::Lease::InUse => {
+                demote(
+                    spec,
+                    "another session of this project owns its overlay layers",
+                );
+                None
+            }
+            state::Lease::Unmounting => {
+                demote(
+                    spec,
+                    &format!(
+                        "the last session of this project was still unmounting its overlay \
+                         layers after {} s",
+                        state::LEASE_WAIT.as_secs()
+                    ),
+                );
+                None
+            }
         }
-        lease
     } else {
         None
     };
     state::prepare(&spec.prepare)?;
     Ok(lease)
+}
+
+/// Makes this session's persistent overlays throwaway ones over the saved layers, and says so.
+fn demote(spec: &mut SandboxSpec, owner: &str) {
+    let n = spec.demote_persistent_uppers();
+    let dirs = if n == 1 { "directory" } else { "directories" };
+    eprintln!(
+        "airlock: {owner}: this session sees what that one has saved in the {n} overlay-mode \
+         tool {dirs} (logins, settings, history), and its own writes there are discarded when it \
+         ends"
+    );
 }

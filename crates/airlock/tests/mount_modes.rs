@@ -102,6 +102,74 @@ fn a_second_session_sees_what_the_first_saved_and_keeps_nothing() {
 }
 
 #[test]
+fn sessions_back_to_back_keep_every_overlay_write() {
+    if !available() {
+        return;
+    }
+    let w = World::new(MODES);
+    // Each session's closer lets the overlay lease go after airlock has exited, once the overlay
+    // is unmounted: the next session waits for it rather than discarding its own writes.
+    for i in 0..5 {
+        let o = w.sh(&format!("echo {i} >> ~/.claude/log"));
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(
+            !stderr_text(&o).contains("overlay layers"),
+            "session {i} did not own the layers: {}",
+            text(&o)
+        );
+    }
+    let o = w.sh("cat ~/.claude/log");
+    assert_eq!(stdout(&o), "0\n1\n2\n3\n4\n", "{}", text(&o));
+}
+
+#[test]
+fn what_an_interrupted_copy_up_left_is_cleared_by_the_kernel_never_followed() {
+    use std::os::unix::fs::PermissionsExt as _;
+    if !available() {
+        return;
+    }
+    let w = World::new(MODES);
+    let o = w.sh("echo 1 > ~/.claude/log");
+    assert!(o.status.success(), "{}", text(&o));
+    let work = overlay_dir(&w, "claude-.claude-").join("work/work");
+    // A copy-up of a link the sandbox made, cut short: the kernel's temp entry keeps the target
+    // the sandbox chose (here a host file); and a directory with a file in it.
+    let host = w.root.join("host-secret");
+    fs::write(&host, "kept").expect("host file");
+    fs::set_permissions(&work, fs::Permissions::from_mode(0o700)).expect("open work");
+    std::os::unix::fs::symlink(&host, work.join("#1")).expect("link");
+    write(&work.join("#2/inside"), "x");
+    fs::set_permissions(&work, fs::Permissions::from_mode(0o000)).expect("close work");
+    let o = w.sh("echo 2 >> ~/.claude/log && cat ~/.claude/log");
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(stdout(&o), "1\n2\n", "{}", text(&o));
+    assert_eq!(fs::read_to_string(&host).expect("host file"), "kept");
+    fs::set_permissions(&work, fs::Permissions::from_mode(0o700)).expect("open work");
+    let left: Vec<_> = fs::read_dir(&work)
+        .expect("work")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert!(left.is_empty(), "the mount cleared the work dir: {left:?}");
+}
+
+/// The persistent layers of the overlay slot whose name starts with `slot` in `w`'s one sandbox.
+fn overlay_dir(w: &World, slot: &str) -> std::path::PathBuf {
+    let sandboxes: Vec<_> = fs::read_dir(w.sandboxes())
+        .expect("sandboxes")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(sandboxes.len(), 1, "{sandboxes:?}");
+    fs::read_dir(sandboxes[0].join("overlay"))
+        .expect("overlay dir")
+        .map(|e| e.expect("entry").path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(slot))
+        })
+        .unwrap_or_else(|| panic!("no overlay slot {slot} in {}", sandboxes[0].display()))
+}
+
+#[test]
 fn tmpoverlay_writes_are_gone_after_the_run() {
     if !available() {
         return;

@@ -15,6 +15,7 @@ pub use airlock_config::BackendKind;
 
 pub use crate::native::{Gates, LaunchError, NoGates, Outcome};
 use crate::spec::SandboxSpec;
+use crate::state::OverlayLease;
 
 /// One way to launch a spec.
 pub trait Backend {
@@ -33,6 +34,14 @@ pub trait Backend {
     ///
     /// Must be called while the process is single-threaded (see [`crate::native::run`]).
     fn launch(&self, spec: &SandboxSpec, gates: &mut dyn Gates) -> Result<Outcome, LaunchError>;
+
+    /// Takes the session's overlay lease for the next [`Backend::launch`] to let go once the
+    /// sandbox's overlays are unmounted, which may be after this process has exited; or gives it
+    /// back, and the session lets it go after [`crate::session::end_the_rest`] (the sandbox's
+    /// end waited for). Only native takes it: its closer unmounts the tree after airlock's exit.
+    fn hold_lease(&self, lease: OverlayLease) -> Option<OverlayLease> {
+        Some(lease)
+    }
 }
 
 /// airlock's own namespaces, root, Landlock and seccomp (`crate::native`), with an init cloned
@@ -40,6 +49,7 @@ pub trait Backend {
 #[derive(Default)]
 pub struct Native {
     prestart: std::sync::Mutex<Option<crate::native::Prestart>>,
+    lease: std::sync::Mutex<Option<OverlayLease>>,
 }
 
 impl Native {
@@ -47,6 +57,7 @@ impl Native {
     pub fn prestarted(prestart: crate::native::Prestart) -> Native {
         Native {
             prestart: std::sync::Mutex::new(Some(prestart)),
+            lease: std::sync::Mutex::default(),
         }
     }
 }
@@ -70,7 +81,13 @@ impl Backend for Native {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        crate::native::run_prestarted(spec, gates, prestart)
+        let lease = self.lease.lock().unwrap_or_else(|e| e.into_inner()).take();
+        crate::native::run_prestarted(spec, gates, prestart, lease)
+    }
+
+    fn hold_lease(&self, lease: OverlayLease) -> Option<OverlayLease> {
+        *self.lease.lock().unwrap_or_else(|e| e.into_inner()) = Some(lease);
+        None
     }
 }
 

@@ -17,6 +17,7 @@ use super::supervise::{Terminal, say, supervise};
 use super::sys::{self, Cloned};
 use super::tty::{RawMode, TtyPlan};
 use crate::spec::SandboxSpec;
+use crate::state::OverlayLease;
 
 /// How the workload ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,20 +110,24 @@ impl Gates for NoGates {
 /// Must be called while the process is single-threaded (the child allocates after the clone); the
 /// gates may start threads, since they are called after the clone.
 pub fn run(spec: &SandboxSpec, gates: &mut dyn Gates) -> Result<Outcome, LaunchError> {
-    run_with(spec, gates, Start::Clone)
+    run_with(spec, gates, Start::Clone, None)
 }
 
 /// [`run`] with an init cloned ahead ([`super::prestart::Prestart`]), or a fresh clone when
-/// `prestart` is `None` or was made for other namespaces.
+/// `prestart` is `None` or was made for other namespaces; and with the session's overlay `lease`,
+/// which is let go once the sandbox's overlays are unmounted (by the closer after this process's
+/// exit, or once init has been waited for).
 pub fn run_prestarted(
     spec: &SandboxSpec,
     gates: &mut dyn Gates,
     prestart: Option<super::prestart::Prestart>,
+    lease: Option<OverlayLease>,
 ) -> Result<Outcome, LaunchError> {
     run_with(
         spec,
         gates,
         prestart.map_or(Start::Clone, Start::Prestarted),
+        lease,
     )
 }
 
@@ -146,6 +151,7 @@ pub(crate) fn run_with(
     spec: &SandboxSpec,
     gates: &mut dyn Gates,
     start: Start<'_>,
+    lease: Option<OverlayLease>,
 ) -> Result<Outcome, LaunchError> {
     let mut plan = ChildPlan::new(spec).map_err(LaunchError::Plan)?;
     let cgroup = limit_group(spec)?;
@@ -172,6 +178,7 @@ pub(crate) fn run_with(
         raw.as_ref(),
         cgroup.as_ref(),
         start,
+        lease.as_ref(),
         &mut init,
     );
     drop(raw);
@@ -184,6 +191,11 @@ pub(crate) fn run_with(
     } else if let Some(mut init) = init {
         // Its exit (the kernel tearing down its namespaces) overlaps the session's own end.
         crate::session::end_later(move || init.wait());
+    }
+    if let Some(lease) = lease {
+        // After init's end: the overlays are unmounted by then, unless the closer holds them, and
+        // then it holds a copy of the lease too, which it lets go after their unmount.
+        crate::session::end_later(move || drop(lease));
     }
     let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&previous), None);
     result
@@ -240,6 +252,7 @@ fn clone_and_wait(
     raw: Option<&RawMode>,
     cgroup: Option<&Cgroup>,
     start: Start<'_>,
+    lease: Option<&OverlayLease>,
     slot: &mut Option<Init>,
 ) -> Result<Outcome, LaunchError> {
     let mut record = None;
@@ -314,8 +327,8 @@ fn clone_and_wait(
         record.save();
     }
     let mut report = Report::new(spec.hide.as_ref().map(|h| h.index.as_path()));
-    if let Some(mounts) = unmounted_last(spec, init) {
-        report.hold_mounts(mounts);
+    if let Some((mounts, lease)) = unmounted_last(spec, init, lease) {
+        report.hold_mounts(mounts, lease);
     }
     let terminal = plan.tty.as_ref().map(|plan| Terminal { plan, raw });
     for warning in ports.warnings() {
@@ -331,16 +344,26 @@ fn clone_and_wait(
 }
 
 /// The sandbox's mount namespace, for [`Report::hold_mounts`]: native only (init is PID 1 and
-/// reports the sandbox's end), and only when nothing at the session's end needs the tree gone (an
-/// overlay's upper directory is free only once its mount is: the lease waits for init instead).
-/// None when it cannot be opened: init's exit then unmounts it, as before.
-fn unmounted_last(spec: &SandboxSpec, init: &Init) -> Option<OwnedFd> {
-    if !init.reports_the_end() || spec.has_persistent_uppers() {
+/// reports the sandbox's end). With persistent overlays, only with copies of the overlay `lease`
+/// and of init's pidfd beside it: an overlay's upper directory is free only once its mount is, so
+/// whoever unmounts the tree lets the lease go after it. None when any cannot be had: init's exit
+/// then unmounts the tree, and the lease waits for init.
+fn unmounted_last(
+    spec: &SandboxSpec,
+    init: &Init,
+    lease: Option<&OverlayLease>,
+) -> Option<(OwnedFd, Option<(OwnedFd, OwnedFd)>)> {
+    if !init.reports_the_end() {
         return None;
     }
-    std::fs::File::open(format!("/proc/{}/ns/mnt", init.pid))
-        .ok()
-        .map(OwnedFd::from)
+    let lease = if spec.has_persistent_uppers() {
+        let lease = lease?.try_clone_fd().ok()?;
+        Some((lease, init.pidfd.try_clone().ok()?))
+    } else {
+        None
+    };
+    let mounts = std::fs::File::open(format!("/proc/{}/ns/mnt", init.pid)).ok()?;
+    Some((OwnedFd::from(mounts), lease))
 }
 
 /// Sends init one of its go bytes ([`child::GO`], [`child::RUN`]). An init that has already

@@ -14,6 +14,7 @@ mod child;
 mod setup;
 pub(crate) use child::send;
 pub mod ahead;
+mod closer;
 mod creds;
 #[cfg(test)]
 mod forked;

@@ -3,8 +3,8 @@
 
 use std::os::fd::{AsFd as _, AsRawFd, OwnedFd};
 
+use super::closer::{DetachedCloser, Sequence};
 use super::launch::{LaunchError, Outcome};
-use super::sys;
 
 /// What the sandbox reported on the launch socket.
 #[derive(Default)]
@@ -19,7 +19,10 @@ pub(crate) struct Report {
     /// The sandbox's mount namespace, when the session does not wait for its unmounting
     /// ([`Report::hold_mounts`]): the closer holds it too, so init's exit leaves it mounted.
     mounts: Option<OwnedFd>,
-    closer: Option<sys::DetachedCloser>,
+    /// The overlay lease and init's pidfd, when the mounts hold persistent overlays: the closer
+    /// lets the lease go only after init's end and the mounts' unmount.
+    lease: Option<(OwnedFd, OwnedFd)>,
+    closer: Option<DetachedCloser>,
     /// The master of the sandbox's pty, for the relay.
     pub(super) tty: Option<OwnedFd>,
     /// The listener of the workload's seccomp filter (refused namespace calls).
@@ -51,9 +54,13 @@ impl Report {
 
     /// Holds `mounts` (the sandbox's mount namespace) for a detached closer, which lets the tree
     /// go once this process has exited ([`crate::session::let_go_at_exit`]): init's exit then
-    /// skips unmounting it (~0.4 ms here, which the supervisor waited for).
-    pub(crate) fn hold_mounts(&mut self, mounts: OwnedFd) {
+    /// skips unmounting it (~0.4 ms here, which the supervisor waited for). With `lease` (the
+    /// overlay lease and init's pidfd: the tree holds persistent overlays), the closer waits for
+    /// init's end, unmounts the tree and only then lets the lease go, so the session's end does
+    /// not wait for the overlays' unmount (which syncs their upper file system).
+    pub(crate) fn hold_mounts(&mut self, mounts: OwnedFd, lease: Option<(OwnedFd, OwnedFd)>) {
         self.mounts = Some(mounts);
+        self.lease = lease;
     }
 
     /// Reads one message; false once the socket has nothing more to give.
@@ -102,7 +109,7 @@ impl Report {
                     .map(|fd| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
                 // While the workload starts, not on the way out (without one, `outcome` makes it).
                 if self.watches.is_some() {
-                    self.closer = sys::DetachedCloser::start(&self.held()).ok();
+                    self.closer = self.start_closer();
                 }
             }
             b'T' => {
@@ -161,25 +168,36 @@ impl Report {
         self.stopped.take()
     }
 
-    /// The descriptors a closer is to hold.
-    fn held(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
-        [&self.watches, &self.mounts]
+    /// A closer for what this report holds, if anything; None when it cannot start (each copy
+    /// here is then closed as before: init's exit unmounts the tree).
+    fn start_closer(&self) -> Option<DetachedCloser> {
+        // Beside the watches: the lease (let go last), or the mounts (let go at the closer's exit).
+        let (beside, sequence) = match (&self.lease, &self.mounts) {
+            (Some((lease, init)), Some(mounts)) => (
+                Some(lease),
+                Some(Sequence {
+                    after: init.as_fd(),
+                    first: mounts.as_fd(),
+                }),
+            ),
+            _ => (self.mounts.as_ref(), None),
+        };
+        let fds: Vec<_> = [self.watches.as_ref(), beside]
             .into_iter()
             .flatten()
             .map(|fd| fd.as_fd())
-            .collect()
+            .collect();
+        if fds.is_empty() && sequence.is_none() {
+            return None;
+        }
+        DetachedCloser::start(&fds, sequence).ok()
     }
 
     pub(super) fn outcome(mut self) -> Result<Outcome, LaunchError> {
         // Closing the watches here would wait out an RCU grace period (~15 ms) on the way out, and
         // the mounts would be unmounted while the session's end waits.
-        let closer = self.closer.take().or_else(|| {
-            let held = self.held();
-            (!held.is_empty())
-                .then(|| sys::DetachedCloser::start(&held).ok())
-                .flatten()
-        });
-        drop((self.watches.take(), self.mounts.take()));
+        let closer = self.closer.take().or_else(|| self.start_closer());
+        drop((self.watches.take(), self.mounts.take(), self.lease.take()));
         if let Some(closer) = closer {
             crate::session::let_go_at_exit(closer);
         }

@@ -48,7 +48,7 @@ pub use inventory::{
 };
 use locks::{count_live_sessions, create_session_file, flock, open_name_lock, try_flock};
 pub(crate) use prepare::replace_file;
-pub use prepare::{OverlayLease, clear_stale_work, lease_overlays, prepare};
+pub use prepare::{LEASE_WAIT, Lease, OverlayLease, lease_overlays, prepare};
 
 const METADATA_FILE: &str = "sandbox.json";
 const LAST_USED_FILE: &str = "last-used";

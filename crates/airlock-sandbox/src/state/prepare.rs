@@ -9,42 +9,85 @@ use std::fs::{self, File};
 use std::io;
 use std::path::Path;
 
+use std::time::{Duration, Instant};
+
 use super::files::{create_private_dir_all, open_lock_file, remove_tree};
-use super::locks::try_flock;
-use super::{StateError, io_err};
+use super::locks::{count_live_sessions, try_flock};
+use super::{SESSIONS_DIR, StateError, io_err};
 use crate::spec::PrepareStep;
 
-/// Held for a session's life by the session that owns the persistent overlay layers.
+/// Held for a session's life by the session that owns the persistent overlay layers, and let go
+/// only once its overlays are unmounted.
 #[derive(Debug)]
 pub struct OverlayLease {
-    _file: File,
+    file: File,
 }
 
-/// Takes the overlay lease of the sandbox at `state_root`, or None when another session holds it.
-pub fn lease_overlays(state_root: &Path) -> Result<Option<OverlayLease>, StateError> {
+impl OverlayLease {
+    /// A copy of the lease's descriptor: the lock is held until every copy is closed.
+    pub fn try_clone_fd(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        self.file.try_clone().map(Into::into)
+    }
+}
+
+/// What [`lease_overlays`] got.
+#[derive(Debug)]
+pub enum Lease {
+    /// This session owns the overlay layers.
+    Taken(OverlayLease),
+    /// Another live session owns them.
+    InUse,
+    /// A session that has ended still had them mounted after [`LEASE_WAIT`]: its closer lets the
+    /// lease go once their unmount (a sync of their file system) is done.
+    Unmounting,
+}
+
+/// How long a session waits for the overlay lease of one that has ended.
+pub const LEASE_WAIT: Duration = Duration::from_secs(5);
+
+/// Takes the overlay lease of the sandbox at `state_root`, for a session registered there.
+///
+/// The lease is held by a live session, or by the closer of one that has ended, which lets it go
+/// once that sandbox's overlays are unmounted, a few milliseconds after its airlock exited. When
+/// no other session is live, the holder is such a closer, and this waits for it (at most
+/// [`LEASE_WAIT`]).
+pub fn lease_overlays(state_root: &Path) -> Result<Lease, StateError> {
+    lease_overlays_within(state_root, LEASE_WAIT)
+}
+
+fn lease_overlays_within(state_root: &Path, wait: Duration) -> Result<Lease, StateError> {
     let path = state_root.join("overlay.lock");
     let file = open_lock_file(&path).map_err(io_err("open", &path))?;
-    let got = try_flock(&file, libc::LOCK_EX).map_err(io_err("lock", &path))?;
-    Ok(got.then_some(OverlayLease { _file: file }))
+    let deadline = Instant::now() + wait;
+    let mut counted = false;
+    loop {
+        if try_flock(&file, libc::LOCK_EX).map_err(io_err("lock", &path))? {
+            return Ok(Lease::Taken(OverlayLease { file }));
+        }
+        // This session's own file counts as one.
+        if !std::mem::replace(&mut counted, true)
+            && count_live_sessions(&state_root.join(SESSIONS_DIR)) > 1
+        {
+            return Ok(Lease::InUse);
+        }
+        if Instant::now() >= deadline {
+            return Ok(Lease::Unmounting);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// Performs the prepare steps in order. Idempotent: a step left half-done by a crashed session is
-/// redone (a stale overlay work dir is emptied, a seeded copy is never overwritten).
+/// redone (a seeded copy is never overwritten).
 pub fn prepare(steps: &[PrepareStep]) -> Result<(), StateError> {
     for step in steps {
         match step {
             PrepareStep::OverlayDirs { dir } => {
+                // The work dir is reused as the last mount left it: the kernel empties its own
+                // `work/work` (mode 000, and whatever an interrupted copy-up left there) when it
+                // mounts the overlay again, without following a link, so the host never walks it.
                 create_private_dir_all(&dir.join("upper"))?;
-                let work = dir.join("work");
-                // The kernel leaves `work/work` (mode 000) behind; a fresh work dir is always
-                // valid. The old one is set aside (a rename: half what removing it costs here)
-                // and removed at the session's end ([`clear_stale_work`]), else removed now.
-                if !set_aside(&work, &dir.join(STALE_WORK)) {
-                    remove_tree(&work)
-                        .or_else(ignore_missing)
-                        .map_err(io_err("reset", &work))?;
-                }
-                create_private_dir_all(&work)?;
+                create_private_dir_all(&dir.join("work"))?;
             }
             PrepareStep::SeedFile { from, to } => {
                 if fs::symlink_metadata(to).is_ok() {
@@ -115,34 +158,6 @@ fn symlinks(dir: &Path, link_to: &Path, names: &[String]) -> Result<(), StateErr
     Ok(())
 }
 
-/// Where an overlay's old work dirs wait for [`clear_stale_work`], beside `upper` and `work`.
-const STALE_WORK: &str = "stale-work";
-
-/// Moves `work` into `stale` under a name of its own (true too when there is none); false when
-/// it could not, and `work` is where it was.
-fn set_aside(work: &Path, stale: &Path) -> bool {
-    if fs::symlink_metadata(work).is_err() {
-        return true;
-    }
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    let name = stale.join(format!("{}-{nanos}", std::process::id()));
-    create_private_dir_all(stale).is_ok() && fs::rename(work, name).is_ok()
-}
-
-/// Removes the work dirs the prepare steps of `steps` set aside: call it once the launch is
-/// over (they are earlier sessions', which no mount uses), while the sandbox's own mounts are
-/// still being torn down. Best effort: what is left goes at a later session's end.
-pub fn clear_stale_work(steps: &[PrepareStep]) {
-    for step in steps {
-        if let PrepareStep::OverlayDirs { dir } = step {
-            let _ = remove_tree(&dir.join(STALE_WORK));
-        }
-    }
-}
-
 fn ignore_missing(e: io::Error) -> io::Result<()> {
     if e.kind() == io::ErrorKind::NotFound {
         Ok(())
@@ -181,50 +196,29 @@ mod tests {
     use std::path::PathBuf;
 
     #[test]
-    fn overlay_dirs_reset_a_stale_work_dir_and_keep_the_upper() {
+    fn overlay_dirs_are_made_once_and_a_used_work_dir_is_left_to_the_kernel() {
         let dir = tempfile::tempdir().expect("tempdir");
         let layers = dir.path().join("overlay/x");
-        fs::create_dir_all(layers.join("upper")).expect("upper");
-        fs::write(layers.join("upper/kept"), "x").expect("upper file");
-        fs::create_dir_all(layers.join("work/work")).expect("stale work");
         let steps = [PrepareStep::OverlayDirs {
             dir: layers.clone(),
         }];
         prepare(&steps).expect("prepare");
-        assert!(layers.join("upper/kept").exists());
-        assert_eq!(fs::read_dir(layers.join("work")).expect("work").count(), 0);
-        // The old work dir waits beside it, kernel's mode 000 and all, until the session's end.
-        let stale = layers.join(STALE_WORK);
-        assert_eq!(fs::read_dir(&stale).expect("stale").count(), 1);
-        fs::create_dir_all(layers.join("work/work")).expect("stale work again");
+        assert!(layers.join("upper").is_dir() && layers.join("work").is_dir());
+        // What a mount leaves (the kernel's mode-000 `work/work`), and what an interrupted
+        // copy-up may leave in it: an entry the sandbox named, here a link out.
+        fs::write(layers.join("upper/kept"), "x").expect("upper file");
+        let host = dir.path().join("host-secret");
+        fs::write(&host, "kept").expect("host file");
+        fs::create_dir_all(layers.join("work/work")).expect("used work");
+        std::os::unix::fs::symlink(&host, layers.join("work/work/#1")).expect("link");
         fs::set_permissions(layers.join("work/work"), fs::Permissions::from_mode(0o000))
             .expect("mode 000");
         prepare(&steps).expect("prepare again");
-        assert_eq!(fs::read_dir(&stale).expect("stale").count(), 2);
-        clear_stale_work(&steps);
-        assert!(!stale.exists(), "cleared at the session's end");
         assert!(layers.join("upper/kept").exists());
-        assert!(layers.join("work").is_dir());
-    }
-
-    #[test]
-    fn a_link_left_in_an_old_work_dir_is_removed_never_followed() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let host = dir.path().join("host-secret");
-        fs::write(&host, "kept").expect("host file");
-        let layers = dir.path().join("overlay/x");
-        // What a crashed session's copy-up may leave: an entry the sandbox named, here a link out.
-        fs::create_dir_all(layers.join("work/work")).expect("stale work");
-        std::os::unix::fs::symlink(&host, layers.join("work/work/#1")).expect("link");
-        std::os::unix::fs::symlink(dir.path(), layers.join("work/up")).expect("dir link");
-        let steps = [PrepareStep::OverlayDirs {
-            dir: layers.clone(),
-        }];
-        prepare(&steps).expect("prepare");
-        clear_stale_work(&steps);
-        assert!(!layers.join(STALE_WORK).exists());
+        assert!(layers.join("work/work").is_dir(), "left for the kernel");
         assert_eq!(fs::read_to_string(&host).expect("host file"), "kept");
-        assert!(dir.path().join("overlay/x/upper").is_dir());
+        fs::set_permissions(layers.join("work/work"), fs::Permissions::from_mode(0o700))
+            .expect("mode 700");
     }
 
     #[test]
@@ -254,13 +248,58 @@ mod tests {
         assert_eq!(fs::read_to_string(&generated).expect("generated"), "b");
     }
 
+    /// Registers a live session in `root` as `open_session` does (an exclusively locked file).
+    fn live_session(root: &Path, name: &str) -> File {
+        let sessions = root.join(SESSIONS_DIR);
+        fs::create_dir_all(&sessions).expect("sessions");
+        let file = File::create(sessions.join(name)).expect("session file");
+        assert!(try_flock(&file, libc::LOCK_EX).expect("lock"));
+        file
+    }
+
     #[test]
-    fn only_one_session_leases_the_overlays() {
+    fn only_one_live_session_leases_the_overlays() {
         let dir = tempfile::tempdir().expect("tempdir");
+        let _first_session = live_session(dir.path(), "1");
         let first = lease_overlays(dir.path()).expect("lease");
-        assert!(first.is_some());
-        assert!(lease_overlays(dir.path()).expect("second").is_none());
+        assert!(matches!(first, Lease::Taken(_)), "{first:?}");
+        let _second_session = live_session(dir.path(), "2");
+        let started = Instant::now();
+        let second = lease_overlays(dir.path()).expect("second");
+        assert!(matches!(second, Lease::InUse), "{second:?}");
+        assert!(
+            started.elapsed() < LEASE_WAIT,
+            "a live session's lease is not waited for"
+        );
         drop(first);
-        assert!(lease_overlays(dir.path()).expect("third").is_some());
+        let third = lease_overlays(dir.path()).expect("third");
+        assert!(matches!(third, Lease::Taken(_)), "{third:?}");
+    }
+
+    #[test]
+    fn an_ended_sessions_lease_is_waited_for_until_its_closer_lets_go() {
+        // The ended session's closer: the lease held, no session file.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let _this_session = live_session(dir.path(), "2");
+        let Lease::Taken(closer) = lease_overlays(dir.path()).expect("lease") else {
+            panic!("the first lease");
+        };
+        let letting_go = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            drop(closer);
+        });
+        let started = Instant::now();
+        let lease = lease_overlays(dir.path()).expect("second");
+        assert!(matches!(lease, Lease::Taken(_)), "{lease:?}");
+        assert!(started.elapsed() >= Duration::from_millis(90));
+        letting_go.join().expect("thread");
+
+        // A closer that never lets go: the wait ends, and says why.
+        let held = lease;
+        let started = Instant::now();
+        let late = lease_overlays_within(dir.path(), Duration::from_millis(100)).expect("late");
+        assert!(matches!(late, Lease::Unmounting), "{late:?}");
+        assert!(started.elapsed() >= Duration::from_millis(100));
+        drop(held);
     }
 }

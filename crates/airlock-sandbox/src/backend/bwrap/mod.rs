@@ -68,6 +68,7 @@ impl Backend for Bwrap {
                 program: &self.program,
                 rendered,
             },
+            None,
         )
     }
 }
