@@ -41,7 +41,33 @@ fn a_second_session_sees_what_the_first_saved_and_keeps_nothing() {
     if !available() {
         return;
     }
-    let w = World::new(MODES);
+    second_session_keeps_nothing(&World::new(MODES));
+}
+
+#[test]
+fn a_second_session_with_a_root_built_ahead_sees_what_the_first_saved_and_keeps_nothing() {
+    if !available() {
+        return;
+    }
+    // The second session's init builds the recorded root ahead, whose overlay it must never
+    // mount: that session sees the layers stacked, plans another root, and refuses it.
+    let w = World::new(CLAUDE_ONLY);
+    let o = w.sh("true");
+    assert!(o.status.success(), "{}", text(&o));
+    let record = overlay_dir(&w, "claude-.claude-").join("../../root-ahead");
+    assert_eq!(
+        fs::read(&record).expect("the root's record").first(),
+        Some(&b'1'),
+        "control: the next launch builds its root ahead"
+    );
+    second_session_keeps_nothing(&w);
+}
+
+/// claude's directory the only overlay (a root with a throwaway one is never built ahead).
+const CLAUDE_ONLY: &str = "[tools.claude]\nmount_mode = \"overlay\"\n\n[tools.codex]\nmount_mode = \
+                           \"readonly\"\n\n[tools.nvim]\nmount_mode = \"readonly\"\n";
+
+fn second_session_keeps_nothing(w: &World) {
     // Session 1 saves a login in its overlay and stays open.
     // In the project: the host and the session both see it.
     let (ready, stop) = (w.project.join("ready"), w.project.join("stop"));
@@ -106,7 +132,7 @@ fn sessions_back_to_back_keep_every_overlay_write() {
     if !available() {
         return;
     }
-    let w = World::new(MODES);
+    let w = World::new(CLAUDE_ONLY);
     // Each session's closer lets the overlay lease go after airlock has exited, once the overlay
     // is unmounted: the next session waits for it rather than discarding its own writes.
     for i in 0..5 {
@@ -120,6 +146,16 @@ fn sessions_back_to_back_keep_every_overlay_write() {
     }
     let o = w.sh("cat ~/.claude/log");
     assert_eq!(stdout(&o), "0\n1\n2\n3\n4\n", "{}", text(&o));
+    // The later launches' roots were built ahead, their overlays mounted after `G`: a root built
+    // ahead and refused would have marked the record `0`.
+    let state = overlay_dir(&w, "claude-.claude-").join("../..");
+    let record = fs::read(state.join("root-ahead")).expect("the root's record");
+    assert_eq!(
+        record.first(),
+        Some(&b'1'),
+        "{:?}",
+        String::from_utf8_lossy(&record)
+    );
 }
 
 #[test]

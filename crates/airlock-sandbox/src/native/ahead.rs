@@ -21,9 +21,13 @@
 //! The record carries whether the next launch should build ahead ([`Ahead`]): not after a root
 //! that differed from the record (a config changed, or one whose socket directory is named per
 //! session, which would differ every time) until a launch plans the recorded root again, and not
-//! after one whose sources changed under it, until the root itself changes. Roots with overlays or
-//! file copies are never built ahead: an overlay's upper directory may be another session's, and
-//! a copy would be of the file before the prepare steps wrote it.
+//! after one whose sources changed under it, until the root itself changes. Roots with file copies
+//! or throwaway overlays are never built ahead (a copy would be of the file before the prepare
+//! steps wrote it; a throwaway layer is made per session). A root's persistent overlays are
+//! mounted only after `G`, once the launch holds their lease (an upper directory may be another
+//! session's, and one overlay at a time may use it): init builds the rest ahead and waits to
+//! pivot into it ([`Deferred`]), and such a root is recorded only when mounting its overlays last
+//! gives the same tree.
 
 use std::io::Read as _;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -34,7 +38,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{rootfs, sys};
-use crate::spec::{MountOp, SandboxSpec};
+use crate::spec::{MountOp, SandboxSpec, Upper};
 
 /// The record's file in the project's state directory: the [`Ahead`] mark, the network byte
 /// ([`HOST_NETWORK`] or [`OWN_NETWORK`]: which namespaces the root's init was cloned with), then
@@ -104,13 +108,20 @@ struct Root {
 }
 
 /// The record's body for `spec`: the bytes two launches' roots are compared by. `None` when the
-/// root must not be built ahead (an overlay or a file copy, see the module).
+/// root must not be built ahead (see the module).
 pub fn root_bytes(spec: &SandboxSpec) -> Option<Vec<u8>> {
-    let plain = spec
-        .mounts
-        .iter()
-        .all(|op| !matches!(op, MountOp::Overlay { .. } | MountOp::CopyFile { .. }));
-    plain.then(|| {
+    let ahead = spec.mounts.iter().enumerate().all(|(i, op)| match op {
+        MountOp::Overlay {
+            upper: Upper::Persistent { .. },
+            target,
+            ..
+        } => spec.mounts[i + 1..].iter().all(|later| {
+            !later.target().starts_with(target) && !target.starts_with(later.target())
+        }),
+        MountOp::Overlay { .. } | MountOp::CopyFile { .. } => false,
+        _ => true,
+    });
+    ahead.then(|| {
         serde_json::to_vec(&RootRef {
             mounts: &spec.mounts,
             hostname: &spec.hostname,
@@ -156,20 +167,57 @@ pub(super) fn open_for_build(path: &std::ffi::CStr) -> Option<OwnedFd> {
 }
 
 /// Init's side: builds the root `record` holds and returns its report (the body of `B`: the
-/// record's hash and the bound sources' ids); `None` when it could not (init then reports `B`
+/// record's hash and the bound sources' ids), and the root's persistent overlays when it has
+/// any, still to be mounted ([`Deferred`]); `None` when it could not (init then reports `B`
 /// alone and exits). The launch then sends `G`, or kills init.
-pub(super) fn build(record: OwnedFd) -> Option<Vec<u8>> {
+pub(super) fn build(record: OwnedFd) -> Option<(Vec<u8>, Option<Deferred>)> {
     let (root, hash) = read(record)?;
     let size = (root.tmpfs_bytes > 0)
         .then(|| std::ffi::CString::new(root.tmpfs_bytes.to_string()).expect("digits"));
-    let ids = rootfs::build(&root.mounts, &root.hostname, size.as_deref()).ok()?;
+    let (overlays, now): (Vec<MountOp>, Vec<MountOp>) = root
+        .mounts
+        .into_iter()
+        .partition(|op| matches!(op, MountOp::Overlay { .. }));
+    let (ids, deferred) = if overlays.is_empty() {
+        let ids = rootfs::build(&now, &root.hostname, size.as_deref()).ok()?;
+        (ids, None)
+    } else {
+        let building = rootfs::Building::start(size.as_deref()).ok()?;
+        let ids = building.apply(&now).ok()?;
+        let deferred = Deferred {
+            building,
+            overlays,
+            hostname: root.hostname,
+        };
+        (ids, Some(deferred))
+    };
     let mut report = Vec::with_capacity(hash.len() + ids.len() * 16);
     report.extend_from_slice(&hash);
     for (dev, ino) in ids {
         report.extend_from_slice(&dev.to_le_bytes());
         report.extend_from_slice(&ino.to_le_bytes());
     }
-    Some(report)
+    Some((report, deferred))
+}
+
+/// A root built ahead but for its persistent overlays, and not yet pivoted into. An overlay's
+/// upper directory is used by one mount at a time, and only the session holding the overlay
+/// lease may mount it: the launch takes the lease before it plans, so init mounts these only
+/// after `G` ([`Deferred::finish`]). [`root_bytes`] builds such a root ahead only when no mount
+/// after an overlay is at, beneath or above its target, so mounting them last gives the same
+/// tree.
+pub(super) struct Deferred {
+    building: rootfs::Building,
+    overlays: Vec<MountOp>,
+    hostname: String,
+}
+
+impl Deferred {
+    /// Mounts the overlays and pivots into the root.
+    pub(super) fn finish(self) -> Result<(), rootfs::SetupError> {
+        self.building.apply(&self.overlays)?;
+        self.building.finish(&self.hostname)
+    }
 }
 
 /// The record's root and the SHA-256 of its body.

@@ -171,3 +171,25 @@ pub(super) fn current_ns() -> io::Result<u64> {
     use std::os::unix::fs::MetadataExt as _;
     std::fs::metadata("/proc/thread-self/ns/net").map(|m| m.ino())
 }
+
+/// The calling thread's namespace directory (`/proc/thread-self/ns`), opened while `/proc` is
+/// there: each lookup in it names the thread's namespace of the moment, wherever its root is
+/// by then (a root built ahead but for its overlays has no `/proc` until it is finished).
+pub(super) struct NsDir(Option<OwnedFd>);
+
+impl NsDir {
+    pub(super) fn open() -> NsDir {
+        let dir = std::fs::File::open("/proc/thread-self/ns").ok();
+        NsDir(dir.map(OwnedFd::from))
+    }
+
+    /// The thread's network namespace now, as its `nsfs` inode ([`current_ns`] without a dir).
+    pub(super) fn net(&self) -> io::Result<u64> {
+        let Some(dir) = &self.0 else {
+            return current_ns();
+        };
+        let stat =
+            nix::sys::stat::fstatat(Some(dir.as_raw_fd()), "net", nix::fcntl::AtFlags::empty())?;
+        Ok(stat.st_ino)
+    }
+}

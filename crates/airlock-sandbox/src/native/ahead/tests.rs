@@ -26,7 +26,45 @@ fn id(path: &Path) -> FileId {
 }
 
 #[test]
-fn a_root_with_an_overlay_or_a_copy_is_never_recorded() {
+fn a_root_with_persistent_overlays_is_recorded_when_they_can_be_mounted_last() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let overlay = |target: &str| MountOp::Overlay {
+        lower: dir.path().into(),
+        target: target.into(),
+        upper: Upper::Persistent {
+            dir: dir.path().join("layers"),
+        },
+    };
+    let last = spec_with(vec![
+        bind(dir.path(), "/home/u"),
+        overlay("/home/u/.claude"),
+        bind(dir.path(), "/home/u/.rustup"),
+        overlay("/home/u/.cargo/registry"),
+        bind(dir.path(), "/home/u/.cargo/bin"),
+    ]);
+    assert!(root_bytes(&last).is_some());
+    // A later mount beneath it, at it or above it would come out another tree.
+    for later in ["/home/u/.claude/x", "/home/u/.claude", "/home/u", "/"] {
+        let spec = spec_with(vec![overlay("/home/u/.claude"), bind(dir.path(), later)]);
+        assert_eq!(
+            root_bytes(&spec),
+            None,
+            "a mount at {later} after the overlay"
+        );
+    }
+    // Another session's layers, seen stacked: never built ahead.
+    let stacked = spec_with(vec![MountOp::Overlay {
+        lower: dir.path().into(),
+        target: "/o".into(),
+        upper: Upper::Stacked {
+            dir: dir.path().join("layers"),
+        },
+    }]);
+    assert_eq!(root_bytes(&stacked), None);
+}
+
+#[test]
+fn a_root_with_a_throwaway_overlay_or_a_copy_is_never_recorded() {
     let dir = tempfile::tempdir().expect("tempdir");
     let plain = spec_with(vec![bind(dir.path(), "/d")]);
     assert!(root_bytes(&plain).is_some());

@@ -32,19 +32,27 @@ pub(super) fn init_main(
     if let Err(e) = launch::write_own_id_maps(uid, gid) {
         child::die(fd, &e.to_string())
     }
-    let host_net = net_later.then(|| net::current_ns().ok());
+    // Its namespaces, looked up where `/proc` is now: a root built ahead but for its overlays
+    // has none until `G`.
+    let ns = net::NsDir::open();
+    let host_net = net_later.then(|| ns.net().ok());
     // The plan when it came ahead of `G` (`Q`), decoded while init waited, and what init made
     // of its setup meanwhile (in a root built ahead only).
     let mut planned: Option<ChildPlan> = None;
     let mut setup: Option<Setup> = None;
     let built = record.is_some();
+    // The root's persistent overlays, mounted after `G`: its setup is made then too.
+    let mut deferred = None;
     if let Some(record) = record {
-        let Some(report) = ahead::build(record) else {
+        let Some((report, later)) = ahead::build(record) else {
             child::send(fd, ahead::BUILT, &[]);
             give_up()
         };
+        deferred = later;
+        // Made ahead only in a root init is in already.
+        let mut ahead_setup = deferred.is_none().then_some(&mut setup);
         if let Some(host) = host_net
-            && !join_own_net(fd, host, &mut planned, &mut setup)
+            && !join_own_net(fd, host, &ns, &mut planned, &mut ahead_setup)
         {
             child::send(fd, ahead::BUILT, &[]);
             give_up()
@@ -52,8 +60,8 @@ pub(super) fn init_main(
         child::send(fd, ahead::BUILT, &report);
         // In its own network namespace now (or the host's, for a sandbox on it), while the
         // supervisor checks the report.
-        if let Some(plan) = &planned {
-            prepare_ahead(plan, &mut setup, host_net);
+        if let Some(plan) = planned.as_ref().filter(|_| deferred.is_none()) {
+            prepare_ahead(plan, &mut setup, &ns, host_net);
         }
     }
     loop {
@@ -63,12 +71,14 @@ pub(super) fn init_main(
         match (head[0], file) {
             (PLAN, Some(file)) if planned.is_none() => {
                 let plan = stage::read_plan(file, fd).1;
-                if built {
-                    prepare_ahead(&plan, &mut setup, host_net);
+                if built && deferred.is_none() {
+                    prepare_ahead(&plan, &mut setup, &ns, host_net);
                 }
                 planned = Some(plan);
             }
             (child::GO, file) if built || !net_later => {
+                // A handle into the host's `/proc`: not kept while the sandbox runs.
+                drop(ns);
                 // A setup made ahead is of the plan that came with `Q`; a plan that comes with
                 // `G` has its setup made now.
                 let (mut plan, setup) = match (file, planned) {
@@ -77,6 +87,11 @@ pub(super) fn init_main(
                     (None, None) => give_up(),
                 };
                 plan.cpus = cpus;
+                if let Some(deferred) = deferred.take()
+                    && let Err(e) = deferred.finish()
+                {
+                    child::die(fd, &e.to_string());
+                }
                 match (built, setup) {
                     (true, Some(setup)) => child::init(&plan, fd, setup),
                     (true, None) => child::init_in_root(&plan, fd),
@@ -91,12 +106,14 @@ pub(super) fn init_main(
 
 /// Joins the network namespace the starter made (`M`), or makes one when the starter could not
 /// (or sent nothing in [`NET_WAIT_MS`]); checks it is not `host`'s, the one init was cloned in.
-/// A plan the supervisor sends meanwhile (`Q`) is decoded into `planned`.
+/// A plan the supervisor sends meanwhile (`Q`) is decoded into `planned`, and its setup made
+/// ahead into `setup` when given.
 fn join_own_net(
     sock: RawFd,
     host: Option<u64>,
+    ns: &net::NsDir,
     planned: &mut Option<ChildPlan>,
-    setup: &mut Option<Setup>,
+    setup: &mut Option<&mut Option<Setup>>,
 ) -> bool {
     use nix::sched::{CloneFlags, setns, unshare};
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(NET_WAIT_MS.into());
@@ -113,7 +130,9 @@ fn join_own_net(
                 Some(([NET, _], net)) => break net,
                 Some(([PLAN, _], Some(file))) if planned.is_none() => {
                     let plan = stage::read_plan(file, sock).1;
-                    prepare_ahead(&plan, setup, Some(host));
+                    if let Some(setup) = setup.as_deref_mut() {
+                        prepare_ahead(&plan, setup, ns, Some(host));
+                    }
                     *planned = Some(plan);
                 }
                 _ => return false,
@@ -126,7 +145,7 @@ fn join_own_net(
         Some(net) => setns(&net, CloneFlags::CLONE_NEWNET),
         None => unshare(CloneFlags::CLONE_NEWNET),
     };
-    match (joined, host, net::current_ns()) {
+    match (joined, host, ns.net()) {
         (Ok(()), Some(host), Ok(now)) => now != host,
         _ => false,
     }
@@ -137,13 +156,18 @@ fn join_own_net(
 /// was cloned in when the starter makes its own (the host's; `Some(None)`: unknown, so not yet).
 /// A part that fails is dropped, to be made again after `G`, where a failure is reported (`E`)
 /// as a fresh init's is.
-fn prepare_ahead(plan: &ChildPlan, setup: &mut Option<Setup>, cloned_in: Option<Option<u64>>) {
+fn prepare_ahead(
+    plan: &ChildPlan,
+    setup: &mut Option<Setup>,
+    ns: &net::NsDir,
+    cloned_in: Option<Option<u64>>,
+) {
     if setup.is_none() {
         *setup = Setup::local(plan).ok();
     }
     let in_own_net = match cloned_in {
         None => true,
-        Some(host) => host.is_some() && net::current_ns().ok() != host,
+        Some(host) => host.is_some() && ns.net().ok() != host,
     };
     if in_own_net
         && let Some(made) = setup.as_mut()

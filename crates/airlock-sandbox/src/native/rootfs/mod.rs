@@ -74,74 +74,109 @@ pub fn build(
     hostname: &str,
     tmpfs_size: Option<&CStr>,
 ) -> Result<Vec<(u64, u64)>, SetupError> {
-    let root = Path::new("/");
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .map_err(|e| fail("cannot make mounts private at", root)(e.into()))?;
-
-    // The base: a tmpfs holding `oldroot/` (the host tree) and `newroot/` (the sandbox's root).
-    let base = Path::new("/tmp");
-    mount(
-        Some("tmpfs"),
-        base,
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=0700"),
-    )
-    .map_err(|e| fail("cannot mount the base tmpfs on", base)(e.into()))?;
-    nix::unistd::chdir(base).map_err(|e| fail("cannot enter", base)(e.into()))?;
-    for dir in ["oldroot", "newroot"] {
-        nix::unistd::mkdir(dir, nix::sys::stat::Mode::from_bits_truncate(0o700))
-            .map_err(|e| fail("cannot create", Path::new(dir))(e.into()))?;
-    }
-    // Masks are read-only binds of this empty regular file: a bind of /dev/null would read as empty
-    // too, but writes to a device node succeed even on a read-only mount (and vanish silently).
-    std::fs::File::create("empty").map_err(fail("cannot create", Path::new("empty")))?;
-    sys::pivot_root(c".", c"oldroot").map_err(fail("cannot pivot_root into", base))?;
-    nix::unistd::chdir("/").map_err(|e| fail("cannot enter", root)(e.into()))?;
-
-    let newroot = Path::new("/newroot");
-    mount(
-        Some("tmpfs"),
-        newroot,
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=0755"),
-    )
-    .map_err(|e| fail("cannot mount the root tmpfs on", newroot)(e.into()))?;
-    let old = open_dir(c"/oldroot").map_err(fail("cannot open", Path::new("/oldroot")))?;
-    let new = open_dir(c"/newroot").map_err(fail("cannot open", newroot))?;
-    let base_fd = open_dir(c"/").map_err(fail("cannot open", root))?;
-
-    let mut sources = Vec::new();
-    let new_root = NewRoot::new(new.as_fd());
-    for op in mounts {
-        if let Some(id) = apply(op, old.as_fd(), &new_root, base_fd.as_fd(), tmpfs_size)? {
-            sources.push(id);
-        }
-    }
-    drop(new_root);
-
-    // Nothing may be created at the top of the sandbox's root.
-    sys::set_attr(new.as_fd(), sys::MOUNT_ATTR_RDONLY, 0, false)
-        .map_err(fail("cannot make the sandbox root read-only:", root))?;
-    drop((old, new, base_fd));
-
-    nix::unistd::chdir(newroot).map_err(|e| fail("cannot enter", newroot)(e.into()))?;
-    sys::pivot_root(c".", c".").map_err(fail("cannot pivot_root into", newroot))?;
-    // The old root (the base with the host tree under it) is stacked on `/`; detach it for good.
-    umount2(".", MntFlags::MNT_DETACH)
-        .map_err(|e| fail("cannot detach the host root from", root)(e.into()))?;
-    nix::unistd::chdir("/").map_err(|e| fail("cannot enter", root)(e.into()))?;
-
-    nix::unistd::sethostname(hostname)
-        .map_err(|e| fail("cannot set the hostname to", Path::new(hostname))(e.into()))?;
+    let building = Building::start(tmpfs_size)?;
+    let sources = building.apply(mounts)?;
+    building.finish(hostname)?;
     Ok(sources)
+}
+
+/// A root being built: the host tree at `/oldroot`, the sandbox's root at `/newroot`, both
+/// beneath a base tmpfs. [`build`] in three steps, so a root built ahead can leave some of its
+/// mounts (its persistent overlays) until the launch holds their lease.
+pub struct Building {
+    old: OwnedFd,
+    new: OwnedFd,
+    /// The base tmpfs, which holds the empty file masks are made of.
+    base: OwnedFd,
+    tmpfs_size: Option<CString>,
+}
+
+impl Building {
+    /// The base, the pivot into it and the new root's tmpfs.
+    pub fn start(tmpfs_size: Option<&CStr>) -> Result<Building, SetupError> {
+        let root = Path::new("/");
+        mount(
+            None::<&str>,
+            "/",
+            None::<&str>,
+            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+            None::<&str>,
+        )
+        .map_err(|e| fail("cannot make mounts private at", root)(e.into()))?;
+
+        // The base: a tmpfs holding `oldroot/` (the host tree) and `newroot/` (the sandbox's root).
+        let base = Path::new("/tmp");
+        mount(
+            Some("tmpfs"),
+            base,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some("mode=0700"),
+        )
+        .map_err(|e| fail("cannot mount the base tmpfs on", base)(e.into()))?;
+        nix::unistd::chdir(base).map_err(|e| fail("cannot enter", base)(e.into()))?;
+        for dir in ["oldroot", "newroot"] {
+            nix::unistd::mkdir(dir, nix::sys::stat::Mode::from_bits_truncate(0o700))
+                .map_err(|e| fail("cannot create", Path::new(dir))(e.into()))?;
+        }
+        // Masks are read-only binds of this empty regular file: a bind of /dev/null would read as
+        // empty too, but writes to a device node succeed even on a read-only mount (and vanish
+        // silently).
+        std::fs::File::create("empty").map_err(fail("cannot create", Path::new("empty")))?;
+        sys::pivot_root(c".", c"oldroot").map_err(fail("cannot pivot_root into", base))?;
+        nix::unistd::chdir("/").map_err(|e| fail("cannot enter", root)(e.into()))?;
+
+        let newroot = Path::new("/newroot");
+        mount(
+            Some("tmpfs"),
+            newroot,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some("mode=0755"),
+        )
+        .map_err(|e| fail("cannot mount the root tmpfs on", newroot)(e.into()))?;
+        Ok(Building {
+            old: open_dir(c"/oldroot").map_err(fail("cannot open", Path::new("/oldroot")))?,
+            new: open_dir(c"/newroot").map_err(fail("cannot open", newroot))?,
+            base: open_dir(c"/").map_err(fail("cannot open", root))?,
+            tmpfs_size: tmpfs_size.map(CStr::to_owned),
+        })
+    }
+
+    /// Performs `mounts` in order; the device and inode of each bind's source, in order.
+    pub fn apply(&self, mounts: &[MountOp]) -> Result<Vec<(u64, u64)>, SetupError> {
+        let mut sources = Vec::new();
+        let new_root = NewRoot::new(self.new.as_fd());
+        let size = self.tmpfs_size.as_deref();
+        for op in mounts {
+            if let Some(id) = apply(op, self.old.as_fd(), &new_root, self.base.as_fd(), size)? {
+                sources.push(id);
+            }
+        }
+        Ok(sources)
+    }
+
+    /// Makes the new root read-only, pivots into it, detaches the host tree, sets `hostname`.
+    pub fn finish(self, hostname: &str) -> Result<(), SetupError> {
+        let root = Path::new("/");
+        // Nothing may be created at the top of the sandbox's root.
+        sys::set_attr(self.new.as_fd(), sys::MOUNT_ATTR_RDONLY, 0, false)
+            .map_err(fail("cannot make the sandbox root read-only:", root))?;
+        drop(self);
+
+        let newroot = Path::new("/newroot");
+        nix::unistd::chdir(newroot).map_err(|e| fail("cannot enter", newroot)(e.into()))?;
+        sys::pivot_root(c".", c".").map_err(fail("cannot pivot_root into", newroot))?;
+        // The old root (the base with the host tree under it) is stacked on `/`; detach it for
+        // good.
+        umount2(".", MntFlags::MNT_DETACH)
+            .map_err(|e| fail("cannot detach the host root from", root)(e.into()))?;
+        nix::unistd::chdir("/").map_err(|e| fail("cannot enter", root)(e.into()))?;
+
+        nix::unistd::sethostname(hostname)
+            .map_err(|e| fail("cannot set the hostname to", Path::new(hostname))(e.into()))?;
+        Ok(())
+    }
 }
 
 fn open_dir(path: &CStr) -> io::Result<OwnedFd> {
