@@ -117,6 +117,10 @@ pub const CASES: &[Case] = &[
         run: processes::proc_links_stay_inside,
     },
     Case {
+        name: "init-descriptors-unreachable",
+        run: processes::init_descriptors_unreachable,
+    },
+    Case {
         name: "host-env-not-visible",
         run: processes::host_env_not_visible,
     },

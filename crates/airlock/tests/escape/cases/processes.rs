@@ -154,6 +154,20 @@ pub fn proc_links_stay_inside(mode: &Mode) -> Outcome {
     Ok(())
 }
 
+/// The descriptors of the sandbox's other processes (airlock's init holds the launch socket,
+/// whose messages the supervisor trusts: the workload's end, the keeper's index it writes to the
+/// state; and while it waits for `G`, a handle on the host's `/proc`) cannot be read or opened
+/// through `/proc/<pid>/fd` by the workload, which the kernel refuses as it would a debugger:
+/// native init keeps its capabilities and the workload has none; under bwrap the workload is in
+/// a user namespace of its own; the container's init is not dumpable.
+pub fn init_descriptors_unreachable(mode: &Mode) -> Outcome {
+    let mut w = World::new(mode)?;
+    w.probe(Net::Host, &["reach-fds", "others"])?
+        .denied(&["EACCES", "EPERM", "EACCES,EPERM"])?;
+    // Control: the same path reaches the probe's own descriptors.
+    w.probe(Net::Host, &["reach-fds", "self"])?.succeeded()
+}
+
 /// The developer's environment (tokens live there) reaches neither the workload nor any
 /// `/proc/<pid>/environ` it can read, airlock's own init included.
 pub fn host_env_not_visible(mode: &Mode) -> Outcome {

@@ -90,6 +90,7 @@ pub fn run(args: &[String]) -> i32 {
             .map_err(|e| denial("getcwd", &e)),
         ["kill", signal, pid] => kill(signal, pid),
         ["take-over-others"] => procs::take_over_others(),
+        ["reach-fds", whose @ ("others" | "self")] => procs::reach_fds(whose),
         ["euid"] => Ok(ids()),
         ["status", fields @ ..] if !fields.is_empty() => status_fields(fields),
         ["fork"] => in_child("fork", || 0),

@@ -1,6 +1,7 @@
 //! Processes: signals, ids, `/proc/self/status`, and what other processes' `/proc` entries give away.
 
 use std::fs;
+use std::os::unix::fs::OpenOptionsExt as _;
 
 use super::{Attempt, Denial, denial, errno_name, last_denial};
 
@@ -119,6 +120,56 @@ pub(super) fn find_env(name: &str) -> Attempt {
     Err(Denial {
         name: "ENOENT".into(),
         what: format!("{name} not found ({read} environ files read, {unreadable} unreadable)"),
+    })
+}
+
+/// Reaches for the descriptors of every other process in the sandbox (`others`: airlock's init
+/// holds its launch socket to the supervisor) or of this one (`self`, the control) through
+/// `/proc/<pid>/fd`: success means one of them was read (`readlink`) or opened.
+pub(super) fn reach_fds(whose: &str) -> Attempt {
+    let own = std::process::id();
+    let pids: Vec<String> = match whose {
+        "self" => vec!["self".into()],
+        _ => numeric_proc_entries()
+            .into_iter()
+            .filter(|pid| *pid != own)
+            .map(|pid| pid.to_string())
+            .collect(),
+    };
+    let mut refusals = std::collections::BTreeSet::new();
+    for pid in pids {
+        let dir = format!("/proc/{pid}/fd");
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) => {
+                refusals.insert(errno_name(e.raw_os_error().unwrap_or(0)));
+                continue;
+            }
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let path = entry.path();
+            match fs::read_link(&path) {
+                Ok(to) => return Ok(format!("read {}: {}", path.display(), to.display())),
+                Err(e) => refusals.insert(errno_name(e.raw_os_error().unwrap_or(0))),
+            };
+            let opened = fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&path);
+            match opened {
+                Ok(_) => return Ok(format!("opened {}", path.display())),
+                Err(e) => refusals.insert(errno_name(e.raw_os_error().unwrap_or(0))),
+            };
+        }
+    }
+    // No other process to reach is no refusal: ESRCH, which the case does not accept.
+    let name = match refusals.is_empty() {
+        true => "ESRCH".to_owned(),
+        false => refusals.into_iter().collect::<Vec<_>>().join(","),
+    };
+    Err(Denial {
+        name,
+        what: format!("/proc/<{whose}>/fd/*"),
     })
 }
 
