@@ -148,11 +148,12 @@ impl Remote {
             .expect("spawn airlock")
     }
 
-    /// The containers and volumes of the sandbox of `h` left on the engine.
+    /// The containers and volumes of the sandbox of `h` left on the engine (named by its
+    /// sandbox, whose hash is of the project's path: not another run's of a project so named).
     pub fn left(&self, h: &TestHome) -> String {
         let prefix = format!(
             "airlock-{}-",
-            h.project.file_name().unwrap().to_string_lossy()
+            airlock_sandbox::state::sandbox_name(&h.project)
         );
         let ps = self.podman(&["ps", "-a", "--format", "{{.Names}}"]);
         let vols = self.podman(&["volume", "ls", "--format", "{{.Name}}"]);
