@@ -35,6 +35,8 @@ fn the_project_goes_in_without_hidden_files_and_its_changes_come_back() {
     write(&h.project.join("a.txt"), "before\n");
     write(&h.project.join("del.txt"), "delete me\n");
     write(&h.project.join("sub/keep.txt"), "kept\n");
+    let marker = format!("sent-{}-{:?}", std::process::id(), Instant::now());
+    write(&h.project.join("marker.txt"), &marker);
     write(&h.project.join(".env"), "API_KEY=host-secret\n");
     write(&h.root.join("secret"), "TOP-SECRET\n");
     std::os::unix::fs::symlink(h.root.join("secret"), h.project.join("leak")).unwrap();
@@ -73,6 +75,12 @@ fn the_project_goes_in_without_hidden_files_and_its_changes_come_back() {
     let leak = std::fs::symlink_metadata(h.project.join("leak")).unwrap();
     assert!(leak.file_type().is_symlink());
     assert_eq!(remote.left(&h), "", "left on the engine");
+    // The engine CLI spools what `cp -` reads from airlock (podman 4.3 in /var/tmp, and never
+    // removes it): that copy of the project stays with airlock's session, not on this machine.
+    assert_eq!(
+        remote::spooled_copies(&marker),
+        Vec::<std::path::PathBuf>::new()
+    );
 }
 
 #[test]

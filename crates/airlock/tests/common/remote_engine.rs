@@ -110,16 +110,38 @@ impl Remote {
                 std::fs::copy(lib, &to).unwrap();
             }
         }
+        // A tar with names sorted and times and owners fixed, so the same files give the same
+        // bytes: imported only when its label says the store's image holds other files (each
+        // import is a new image, and the one it untags would stay dangling in root's store).
         let tar = Command::new("tar")
             .arg("-C")
             .arg(&root)
+            .args([
+                "--sort=name",
+                "--mtime=@0",
+                "--owner=0",
+                "--group=0",
+                "--numeric-owner",
+            ])
             .args(["-cf", "-", "."])
             .output()
             .unwrap();
         assert!(tar.status.success());
+        use sha2::Digest as _;
+        let content = format!("{:x}", sha2::Sha256::digest(&tar.stdout));
+        let label = "airlock.test.content";
+        let format = format!("{{{{index .Labels \"{label}\"}}}}");
+        let held = self.podman(&["image", "inspect", "--format", &format, IMAGE]);
+        if stdout(&held).trim() == content {
+            return;
+        }
+        let change = format!("LABEL={label}={content}");
         let mut import = Command::new("/usr/bin/podman")
             .env("CONTAINERS_CONF", &self.conf)
-            .args(["--remote", "--url", &self.url, "import", "-", IMAGE])
+            .args([
+                "--remote", "--url", &self.url, "import", "--change", &change,
+            ])
+            .args(["-", IMAGE])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()
@@ -170,4 +192,25 @@ impl Drop for Remote {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The files in this machine's temporary directories (`/tmp`, `/var/tmp`: where an engine CLI
+/// spools what it is given) that hold `marker`: a session's copy left behind.
+pub fn spooled_copies(marker: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for dir in ["/tmp", "/var/tmp"] {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+            let held = is_file
+                && std::fs::read(entry.path())
+                    .is_ok_and(|bytes| bytes.windows(marker.len()).any(|w| w == marker.as_bytes()));
+            if held {
+                found.push(entry.path());
+            }
+        }
+    }
+    found
 }

@@ -16,6 +16,7 @@ pub mod render;
 pub mod send;
 
 use std::io::Write as _;
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -68,23 +69,12 @@ fn remote_image(c: &Container) -> Result<String, String> {
 }
 
 /// The engine command of a remote launch, its output captured, its status checked.
-fn engine(c: &Container, args: &[&str], stdin: Option<&[u8]>) -> Result<Vec<u8>, String> {
-    let mut cmd = image::command(&c.engine);
-    cmd.args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd
-        .spawn()
+fn engine(c: &Container, args: &[&str]) -> Result<Vec<u8>, String> {
+    let out = image::command(&c.engine)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
         .map_err(|e| format!("cannot run {}: {e}", c.engine.program.display()))?;
-    if let (Some(body), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        let _ = pipe.write_all(body);
-    }
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
     if !out.status.success() {
         return Err(format!(
             "{} {} failed on {}: {}",
@@ -153,12 +143,13 @@ pub(super) fn run(
     let ro = ro_dirs(spec, &name);
     let result = (|| {
         for v in std::iter::once(&volume).chain(ro.iter().map(|(_, v)| v)) {
-            engine(c, &["volume", "create", v], None).map_err(LaunchError::Setup)?;
+            engine(c, &["volume", "create", v]).map_err(LaunchError::Setup)?;
         }
         let args = create_args(c, spec, &image, &name, &ro, tty);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        engine(c, &args, None).map_err(LaunchError::Setup)?;
-        let sent = send_in(c, spec, &ex, &name, &ro).map_err(LaunchError::Setup)?;
+        engine(c, &args).map_err(LaunchError::Setup)?;
+        let spool = files.dir.join("spool");
+        let sent = send_in(c, spec, &ex, &name, &ro, &spool).map_err(LaunchError::Setup)?;
         let mut start = c.engine.global_args();
         start.extend([
             "start".into(),
@@ -191,9 +182,9 @@ pub(super) fn run(
             c.engine.name.as_str()
         );
     } else {
-        let _ = engine(c, &["rm", "--force", &name], None);
+        let _ = engine(c, &["rm", "--force", &name]);
         for v in std::iter::once(&volume).chain(ro.iter().map(|(_, v)| v)) {
-            let _ = engine(c, &["volume", "rm", "--force", v], None);
+            let _ = engine(c, &["volume", "rm", "--force", v]);
         }
     }
     result
@@ -222,7 +213,7 @@ impl Drop for HeldSignals {
 /// removed or applied by a later session.
 fn left_behind(c: &Container, spec: &SandboxSpec) -> Vec<String> {
     let prefix = format!("airlock-{}-", spec.name);
-    let Ok(names) = engine(c, &["ps", "--all", "--format", "{{.Names}}"], None) else {
+    let Ok(names) = engine(c, &["ps", "--all", "--format", "{{.Names}}"]) else {
         return Vec::new();
     };
     let mut words = vec![c.engine.name.as_str().to_owned()];
@@ -253,31 +244,17 @@ fn send_in(
     ex: &send::Exclusions,
     name: &str,
     ro: &[(PathBuf, String)],
+    spool: &Path,
 ) -> Result<send::Sent, String> {
     let skip: Vec<PathBuf> = ro.iter().map(|(r, _)| r.clone()).collect();
     let mut sent = send::Sent::new();
     for base in std::iter::once(Path::new("")).chain(skip.iter().map(PathBuf::as_path)) {
         let others: Vec<PathBuf> = skip.iter().filter(|s| *s != base).cloned().collect();
         let dest = format!("{name}:{}", spec.project.join(base).display());
-        let mut child = image::command(&c.engine)
-            .args(["cp", "-", &dest])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", c.engine.program.display()))?;
-        let pipe = child.stdin.take().expect("piped");
-        let tree = send::write_tree(&spec.project, base, &others, ex, (spec.uid, spec.gid), pipe);
-        let out = child.wait_with_output().map_err(|e| e.to_string())?;
-        if !out.status.success() {
-            return Err(format!(
-                "{} cp of {} into {name} failed on {}: {}",
-                c.engine.name.as_str(),
-                spec.project.join(base).display(),
-                url(&c.engine),
-                airlock_config::printable(String::from_utf8_lossy(&out.stderr).trim())
-            ));
-        }
+        let what = spec.project.join(base).display().to_string();
+        let tree = copy_in(c, spool, &dest, &what, |pipe| {
+            send::write_tree(&spec.project, base, &others, ex, (spec.uid, spec.gid), pipe)
+        })?;
         sent.extend(tree?);
     }
     let exe = std::fs::read(&c.exe).map_err(|e| format!("cannot read {}: {e}", c.exe.display()))?;
@@ -291,8 +268,54 @@ fn send_in(
         .and_then(|()| wrapper.finish())
         .map_err(|e| format!("cannot pack the exec wrapper: {e}"))?;
     let body = wrapper.into_inner().map_err(|e| e.to_string())?;
-    engine(c, &["cp", "-", &format!("{name}:/")], Some(&body))?;
+    let dest = format!("{name}:/");
+    copy_in(c, spool, &dest, "the exec wrapper", |mut pipe| {
+        pipe.write_all(&body)
+    })?
+    .map_err(|e| format!("cannot send the exec wrapper into {name}: {e}"))?;
     Ok(sent)
+}
+
+/// `cp - dest` fed the tar `write` makes. The engine CLI spools that tar in its `TMPDIR` (podman
+/// 4.3 in `/var/tmp`, and never removes it): it is given `spool`, a directory of this session's
+/// own (`0700`, in airlock's state), emptied once the copy is done, so no copy of the project
+/// outlives the session on this machine.
+fn copy_in<R>(
+    c: &Container,
+    spool: &Path,
+    dest: &str,
+    what: &str,
+    write: impl FnOnce(std::process::ChildStdin) -> R,
+) -> Result<R, String> {
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(spool)
+        .map_err(|e| format!("cannot make {}: {e}", spool.display()))?;
+    let copied = (|| {
+        let mut child = image::command(&c.engine)
+            .env("TMPDIR", spool)
+            .args(["cp", "-", dest])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", c.engine.program.display()))?;
+        let written = write(child.stdin.take().expect("piped"));
+        let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!(
+                "{} cp of {what} into {dest} failed on {}: {}",
+                c.engine.name.as_str(),
+                url(&c.engine),
+                airlock_config::printable(String::from_utf8_lossy(&out.stderr).trim())
+            ));
+        }
+        Ok(written)
+    })();
+    let removed = crate::state::remove_tree(spool);
+    let written = copied?;
+    removed.map_err(|e| format!("cannot remove {}: {e}", spool.display()))?;
+    Ok(written)
 }
 
 /// Copies the container's project back as data and applies it; the `.git` staged goes to the
