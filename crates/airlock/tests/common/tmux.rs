@@ -74,11 +74,29 @@ impl Tmux {
 }
 
 impl Drop for Tmux {
+    /// Kills the server and waits (up to 5 s) for the pane's shell to end: a shell writes its
+    /// history on the hangup, and a write after the test's directory is removed would leave it
+    /// behind in the machine's /tmp.
     fn drop(&mut self) {
+        let pane = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["display-message", "-p", "-t", "0", "#{pane_pid}"])
+            .output()
+            .ok()
+            .and_then(|out| stdout(&out).trim().parse::<u32>().ok());
         let _ = Command::new("tmux")
             .arg("-S")
             .arg(&self.socket)
             .arg("kill-server")
             .output();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while let Some(pid) = pane {
+            let gone = !Path::new(&format!("/proc/{pid}")).exists();
+            if gone || std::time::Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 }
