@@ -78,6 +78,41 @@ impl Run {
     }
 }
 
+impl Drop for World {
+    /// Stops what the fake herdr started detached (panes, popups, action logs) and is still
+    /// running, and waits (up to 5 s) for it to end: a pane's process writing its state after
+    /// the world's directory is removed would leave that directory behind in the machine's /tmp.
+    /// Only a process group whose leader's environment names this world is signalled (a pid
+    /// reused by another program never is).
+    fn drop(&mut self) {
+        let herdr = self.root.join("herdr");
+        let Ok(pids) = std::fs::read_to_string(herdr.join("detached.pids")) else {
+            return;
+        };
+        let ours = format!("FAKE_HERDR_DIR={}\0", herdr.display());
+        let running: Vec<i32> = pids
+            .lines()
+            .filter_map(|l| l.trim().parse::<i32>().ok())
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.windows(ours.len()).any(|w| w == ours.as_bytes()))
+            })
+            .collect();
+        for pid in &running {
+            // SAFETY: kill(2) with a negative pid signals that process group; no memory is shared.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while running
+            .iter()
+            .any(|pid| Path::new(&format!("/proc/{pid}")).exists())
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
 impl World {
     pub fn new() -> World {
         let tmp = tempfile::tempdir().expect("tempdir");

@@ -212,8 +212,15 @@ fn spawn_detached(mut command: Command, out: PathBuf, stdin: Option<String>) -> 
         Stdio::null()
     });
     let mut child = command.spawn().expect("command starts");
+    // Named for the world's end, which stops what is still running (`World`'s drop).
+    let mut pids = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir().join("detached.pids"))
+        .expect("detached.pids");
+    use std::io::Write as _;
+    let _ = writeln!(pids, "{}", child.id());
     if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        use std::io::Write as _;
         let _ = pipe.write_all(text.as_bytes());
     }
     child.id()
